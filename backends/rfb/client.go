@@ -1,0 +1,458 @@
+// Package rfb is a VNC (RFB 3.8) client for driving a machine's console: a
+// live framebuffer kept up to date by a reader goroutine, and paced keyboard
+// and absolute-pointer input. It speaks over any net.Conn: a unix socket to
+// QEMU's VNC server, or a websocket to Proxmox's vncwebsocket. It redials by
+// itself when the connection drops.
+package rfb
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/poligon/poligon/backends"
+)
+
+var _ backends.Screen = (*Client)(nil)
+
+// Dialer opens a new connection to the VNC server. It is called again for
+// every reconnect.
+type Dialer func(ctx context.Context) (net.Conn, error)
+
+// Config says how to reach the server and how to behave.
+type Config struct {
+	// Dial is required; it is called again to reconnect.
+	Dial Dialer
+	// Password for VNC authentication; only its first 8 characters count.
+	// Empty means the server must offer security type None.
+	Password string
+	// PasswordFunc, if set, answers the password for the connection Dial has
+	// just opened and overrides Password (a Proxmox vncproxy ticket is new
+	// for every connection).
+	PasswordFunc func() string
+	// Encodings are the preferred pixel encodings, best first: EncodingRaw
+	// (cheapest on a local socket) and EncodingZRLE (for websockets and WANs).
+	// Default [Raw, ZRLE]. DesktopSize, ExtendedDesktopSize and QEMU's
+	// ExtendedKeyEvent are always appended.
+	Encodings []int32
+	// KeyDelay is the pause after each key event; 0 means DefaultKeyDelay and
+	// a negative value means no pause.
+	KeyDelay time.Duration
+	// Logger gets connection events; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultKeyDelay paces key events at QEMU's own rate: its VNC server queues
+// key events and hands them to the guest 10 ms apart (-vnc key-delay-ms), so a
+// faster client only fills QEMU's queue.
+const DefaultKeyDelay = 10 * time.Millisecond
+
+// Timeouts of the connection itself.
+const (
+	handshakeTimeout = 30 * time.Second
+	writeTimeout     = 10 * time.Second
+	maxBackoff       = 5 * time.Second
+)
+
+// ErrClosed is returned by calls on a closed Client.
+var ErrClosed = errors.New("rfb: the VNC client is closed")
+
+// Client is a live VNC console. Frame, Size and Updated may be called from
+// any goroutine at any time; input calls run one at a time, in call order
+// of acquisition.
+type Client struct {
+	cfg      Config
+	log      *slog.Logger
+	delay    time.Duration
+	ctx      context.Context // ends with Close
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the connection goroutine ends
+	inputSem chan struct{} // one slot: serializes input calls
+
+	mu        sync.Mutex
+	frame     *image.RGBA // the published frame; nil before the first one
+	changedAt time.Time
+	updated   chan struct{} // closed at the next pixel change
+	sess      *session      // the live session, nil while (re)connecting
+	sessCh    chan struct{} // closed when sess changes
+	lastErr   error         // why the last connection or dial failed
+}
+
+// session is one connection, handshake done.
+type session struct {
+	conn    net.Conn
+	r       *bufio.Reader
+	wmu     sync.Mutex
+	extKeys atomic.Bool // QEMU acknowledged ExtendedKeyEvent
+	broken  atomic.Bool
+	name    string
+}
+
+// send writes one whole message; a failed write breaks the session, and the
+// reader's error then starts the reconnect.
+func (s *session) send(msg []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.broken.Load() {
+		return errors.New("the VNC connection is broken")
+	}
+	_ = s.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := s.conn.Write(msg); err != nil {
+		s.fail()
+		return fmt.Errorf("writing to the VNC server: %w", err)
+	}
+	return nil
+}
+
+func (s *session) fail() {
+	s.broken.Store(true)
+	_ = s.conn.Close()
+}
+
+// Connect dials, runs the handshake, starts the reader and waits for the
+// first full frame.
+func Connect(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.Dial == nil {
+		return nil, errors.New("rfb: Config.Dial is required")
+	}
+	if len(cfg.Encodings) == 0 {
+		cfg.Encodings = []int32{EncodingRaw, EncodingZRLE}
+	}
+	for _, e := range cfg.Encodings {
+		if e != EncodingRaw && e != EncodingZRLE {
+			return nil, fmt.Errorf("rfb: encoding %d is not supported (use EncodingRaw %d or EncodingZRLE %d)", e, EncodingRaw, EncodingZRLE)
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	delay := cfg.KeyDelay
+	if delay == 0 {
+		delay = DefaultKeyDelay
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		cfg: cfg, log: log, delay: max(delay, 0), ctx: cctx, cancel: cancel,
+		done: make(chan struct{}), inputSem: make(chan struct{}, 1),
+		updated: make(chan struct{}), sessCh: make(chan struct{}),
+	}
+	s, dec, err := c.dial(ctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("rfb: connecting to the VNC server: %w", err)
+	}
+	go c.run(s, dec)
+	for {
+		c.mu.Lock()
+		ready, ch, lastErr := c.sess != nil, c.sessCh, c.lastErr
+		c.mu.Unlock()
+		if ready {
+			return c, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			c.Close()
+			if lastErr != nil {
+				return nil, fmt.Errorf("rfb: waiting for the first frame (%v): %w", lastErr, ctx.Err())
+			}
+			return nil, fmt.Errorf("rfb: waiting for the first frame: %w", ctx.Err())
+		}
+	}
+}
+
+// dial opens and sets up one session: handshake, pixel format, encodings.
+func (c *Client) dial(ctx context.Context) (*session, *decoder, error) {
+	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	conn, err := c.cfg.Dial(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dialling: %w", err)
+	}
+	password := c.cfg.Password
+	if c.cfg.PasswordFunc != nil {
+		password = c.cfg.PasswordFunc()
+	}
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	s, dec, err := c.setup(conn, password)
+	stop()
+	if err != nil {
+		_ = conn.Close()
+		if ctx.Err() != nil && !errors.Is(err, ErrAuth) {
+			return nil, nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return nil, nil, err
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return s, dec, nil
+}
+
+func (c *Client) setup(conn net.Conn, password string) (*session, *decoder, error) {
+	r := bufio.NewReaderSize(conn, 64<<10)
+	si, err := handshake(conn, r, password)
+	if err != nil {
+		return nil, nil, err
+	}
+	dec, err := newDecoder(r, si.width, si.height)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &session{conn: conn, r: r, name: si.name}
+	encodings := append(append([]int32(nil), c.cfg.Encodings...),
+		EncodingDesktopSize, EncodingExtendedDesktopSize, EncodingQEMUExtendedKey)
+	setup := append(setPixelFormatMsg(), setEncodingsMsg(encodings)...)
+	if _, err := conn.Write(setup); err != nil {
+		return nil, nil, fmt.Errorf("sending the pixel format and encodings: %w", err)
+	}
+	c.log.Debug("rfb: connected", "protocol", si.version, "desktop", si.name, "width", si.width, "height", si.height)
+	return s, dec, nil
+}
+
+// run serves sessions until Close, redialling with backoff when one drops.
+func (c *Client) run(s *session, dec *decoder) {
+	defer close(c.done)
+	for {
+		err := c.serve(s, dec)
+		s.fail()
+		c.mu.Lock()
+		if c.sess == s {
+			c.sess = nil
+		}
+		c.lastErr = err
+		c.broadcastSession()
+		c.mu.Unlock()
+		if c.ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("rfb: VNC connection lost; reconnecting", "err", err)
+		if s, dec = c.redial(); s == nil {
+			return
+		}
+	}
+}
+
+// redial dials until it succeeds or the client is closed.
+func (c *Client) redial() (*session, *decoder) {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		s, dec, err := c.dial(c.ctx)
+		if err == nil {
+			c.log.Info("rfb: VNC connection re-established", "attempts", attempt)
+			return s, dec
+		}
+		c.mu.Lock()
+		c.lastErr = err
+		c.mu.Unlock()
+		c.log.Warn("rfb: reconnecting failed", "attempt", attempt, "err", err, "retry_in", backoff)
+		select {
+		case <-c.ctx.Done():
+			return nil, nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// broadcastSession wakes everyone waiting for a session change. c.mu is held.
+func (c *Client) broadcastSession() {
+	close(c.sessCh)
+	c.sessCh = make(chan struct{})
+}
+
+// maxUpdatesBeforePublish bounds how many pixel updates after a (re)size the
+// client waits for full coverage before it shows what it has.
+const maxUpdatesBeforePublish = 4
+
+// serve reads one session's messages until it fails. It keeps one
+// incremental update request outstanding, so the frame stays live.
+func (c *Client) serve(s *session, dec *decoder) error {
+	stop := context.AfterFunc(c.ctx, s.fail)
+	defer stop()
+	// The only non-incremental request: QEMU answers every non-incremental
+	// request with an ExtendedDesktopSize rect, so answering those with
+	// non-incremental requests would loop forever.
+	if err := s.send(updateRequestMsg(false, dec.width, dec.height)); err != nil {
+		return err
+	}
+	published := false // since the last (re)size
+	pixelUpdates := 0
+	for {
+		t, u, err := dec.readMessage()
+		if err != nil {
+			if c.ctx.Err() != nil {
+				return ErrClosed
+			}
+			return fmt.Errorf("reading from the VNC server: %w", err)
+		}
+		if t != msgFramebufferUpdate {
+			continue
+		}
+		if dec.extKeyAck {
+			s.extKeys.Store(true)
+		}
+		if u.resized {
+			published, pixelUpdates = false, 0
+			c.log.Debug("rfb: screen resized", "width", dec.width, "height", dec.height)
+		}
+		if u.pixelRects > 0 {
+			pixelUpdates++
+		}
+		switch {
+		case published && !u.dirty.Empty():
+			c.publish(s, dec, u.dirty)
+		case !published && (dec.fullyCovered() || pixelUpdates >= maxUpdatesBeforePublish):
+			c.publish(s, dec, image.Rect(0, 0, dec.width, dec.height))
+			published = true
+		}
+		if u.pixelRects == 0 && !u.resized {
+			// Guard against servers that answer at once with empty updates.
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-c.ctx.Done():
+				return ErrClosed
+			}
+		}
+		if err := s.send(updateRequestMsg(true, dec.width, dec.height)); err != nil {
+			return err
+		}
+	}
+}
+
+// publish copies the region r of the decoder's frame into the published
+// frame, noting the time if any pixel actually differs. It also makes s the
+// live session, since it has now shown a frame.
+func (c *Client) publish(s *session, dec *decoder, r image.Rectangle) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := false
+	f := c.frame
+	if f == nil || f.Rect.Dx() != dec.width || f.Rect.Dy() != dec.height {
+		f = image.NewRGBA(image.Rect(0, 0, dec.width, dec.height))
+		copy(f.Pix, dec.pix)
+		c.frame = f
+		changed = true
+	} else {
+		stride := 4 * dec.width
+		for y := r.Min.Y; y < r.Max.Y; y++ {
+			src := dec.pix[y*stride+4*r.Min.X : y*stride+4*r.Max.X]
+			dst := f.Pix[y*stride+4*r.Min.X : y*stride+4*r.Max.X]
+			if !bytes.Equal(src, dst) {
+				copy(dst, src)
+				changed = true
+			}
+		}
+	}
+	if changed {
+		c.changedAt = time.Now()
+		close(c.updated)
+		c.updated = make(chan struct{})
+	}
+	if c.sess != s && !s.broken.Load() {
+		c.sess = s
+		c.lastErr = nil
+		c.broadcastSession()
+	}
+}
+
+// Frame answers a copy of the current frame and when its pixels last
+// changed. It does not talk to the server: while the client reconnects it
+// answers the last frame.
+func (c *Client) Frame(ctx context.Context) (*image.RGBA, time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, time.Time{}, err
+	}
+	if c.ctx.Err() != nil {
+		return nil, time.Time{}, ErrClosed
+	}
+	for {
+		// Allocate outside the lock (that is the slow part), copy inside.
+		w, h := c.Size()
+		if w == 0 {
+			return nil, time.Time{}, errors.New("rfb: no frame yet")
+		}
+		f := image.NewRGBA(image.Rect(0, 0, w, h))
+		c.mu.Lock()
+		if c.frame.Rect == f.Rect {
+			copy(f.Pix, c.frame.Pix)
+			at := c.changedAt
+			c.mu.Unlock()
+			return f, at, nil
+		}
+		c.mu.Unlock() // resized meanwhile: try again
+	}
+}
+
+// Size answers the size of the frame Frame answers.
+func (c *Client) Size() (w, h int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.frame == nil {
+		return 0, 0
+	}
+	return c.frame.Rect.Dx(), c.frame.Rect.Dy()
+}
+
+// Updated answers a channel that is closed the next time the frame's pixels
+// change (an update that repaints identical pixels does not count). Take a
+// new channel after it fires. Typical use:
+//
+//	ch := c.Updated()
+//	frame, _, _ := c.Frame(ctx)
+//	... not what we wait for ...
+//	select { case <-ch: case <-ctx.Done(): }
+func (c *Client) Updated() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.updated
+}
+
+// Close ends the connection and stops reconnecting. Input calls in flight
+// return ErrClosed.
+func (c *Client) Close() error {
+	c.cancel()
+	c.mu.Lock()
+	s := c.sess
+	c.mu.Unlock()
+	if s != nil {
+		s.fail()
+	}
+	<-c.done
+	return nil
+}
+
+// liveSession waits for a live session, within ctx.
+func (c *Client) liveSession(ctx context.Context) (*session, error) {
+	for {
+		if c.ctx.Err() != nil {
+			return nil, ErrClosed
+		}
+		c.mu.Lock()
+		s, ch, lastErr := c.sess, c.sessCh, c.lastErr
+		c.mu.Unlock()
+		if s != nil && !s.broken.Load() {
+			return s, nil
+		}
+		select {
+		case <-ch:
+		case <-c.ctx.Done():
+			return nil, ErrClosed
+		case <-ctx.Done():
+			if lastErr != nil {
+				return nil, fmt.Errorf("rfb: waiting for the VNC connection to come back (%v): %w", lastErr, ctx.Err())
+			}
+			return nil, fmt.Errorf("rfb: waiting for the VNC connection to come back: %w", ctx.Err())
+		}
+	}
+}
