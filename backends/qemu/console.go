@@ -1,0 +1,80 @@
+package qemu
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"image/png"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/backends/qmp"
+	"github.com/poligon/poligon/backends/rfb"
+)
+
+// Console answers the VM's live VNC console, connecting on first use. The
+// connection stays open (the live framebuffer is what makes screenshots
+// cheap) until the VM stops.
+func (d *Driver) Console(ctx context.Context, vmid int) (backends.Screen, error) {
+	d.mu.Lock()
+	s, ok := d.screens[vmid]
+	d.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	if _, err := d.config(vmid); err != nil {
+		return nil, err
+	}
+	if !d.alive(vmid) {
+		return nil, fmt.Errorf("vmid %d: %w", vmid, backends.ErrNotRunning)
+	}
+	sock := d.l.vncSocket(vmid)
+	s, err := rfb.Connect(ctx, rfb.Config{
+		Dial: func(ctx context.Context) (net.Conn, error) {
+			var dialer net.Dialer
+			return dialer.DialContext(ctx, "unix", sock)
+		},
+		Logger: d.log.With("vmid", vmid),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vmid %d console: %w", vmid, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if other, ok := d.screens[vmid]; ok {
+		s.Close()
+		return other, nil
+	}
+	d.screens[vmid] = s
+	return s, nil
+}
+
+// Consoles answers how many console connections are open (for metrics).
+func (d *Driver) Consoles() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.screens)
+}
+
+var dumpSeq atomic.Uint64
+
+// Screendump takes a screenshot through QMP: QEMU writes a PNG on this host,
+// which is read back and removed.
+func (d *Driver) Screendump(ctx context.Context, vmid int) (image.Image, error) {
+	file := filepath.Join(d.l.runDir(vmid), "dump-"+strconv.FormatUint(dumpSeq.Add(1), 10)+".png")
+	defer os.Remove(file)
+	err := d.monitorDo(ctx, vmid, func(c *qmp.Client) error { return c.Screendump(ctx, file) })
+	if err != nil {
+		return nil, fmt.Errorf("vmid %d screendump: %w", vmid, err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return png.Decode(f)
+}

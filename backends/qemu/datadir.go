@@ -1,0 +1,90 @@
+package qemu
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// layout names every path the driver uses under its data directory:
+//
+//	templates/<name>.toml   a template and, beside it, its files
+//	isos/*.iso              installer images
+//	vms/<vmid>/vm.toml      one VM: its config, disks and serial log
+//	<run>/<vmid>/*.sock     its QMP, guest agent and VNC sockets, pidfile
+//
+// Sockets live in a separate run directory because a unix socket path must
+// fit in 108 bytes and a data directory can be deep.
+type layout struct {
+	data string
+	run  string
+}
+
+// maxSocketPath leaves room under the kernel's 108-byte sun_path for the
+// longest name we create ("<run>/<vmid>/qga.sock" with a 6-digit vmid).
+const maxSocketPath = 107 - len("/999999/qga.sock")
+
+func newLayout(dataDir, runDir string) (layout, error) {
+	data, err := filepath.Abs(dataDir)
+	if err != nil {
+		return layout{}, fmt.Errorf("data directory %q: %w", dataDir, err)
+	}
+	run := runDir
+	if run == "" {
+		run = defaultRunDir(data)
+	}
+	if len(run) > maxSocketPath {
+		return layout{}, fmt.Errorf("run directory %q is too long for unix sockets (%d bytes, at most %d)", run, len(run), maxSocketPath)
+	}
+	l := layout{data: data, run: run}
+	for _, dir := range []string{l.templates(), l.isos(), filepath.Join(data, "vms")} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return layout{}, fmt.Errorf("data directory: %w", err)
+		}
+	}
+	if err := os.MkdirAll(run, 0o700); err != nil {
+		return layout{}, fmt.Errorf("run directory: %w", err)
+	}
+	return l, nil
+}
+
+// defaultRunDir is <data>/run when that is short enough for sockets, else a
+// directory under the system's temp dir derived from the data directory, so
+// a restarted driver finds the sockets of running VMs again.
+func defaultRunDir(data string) string {
+	run := filepath.Join(data, "run")
+	if len(run) <= maxSocketPath {
+		return run
+	}
+	sum := sha256.Sum256([]byte(data))
+	base := os.Getenv("XDG_RUNTIME_DIR")
+	if base == "" || len(base) > 60 {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, fmt.Sprintf("poligon-%d-%s", os.Getuid(), hex.EncodeToString(sum[:6])))
+}
+
+func (l layout) templates() string { return filepath.Join(l.data, "templates") }
+func (l layout) isos() string      { return filepath.Join(l.data, "isos") }
+
+func (l layout) vmDir(vmid int) string {
+	return filepath.Join(l.data, "vms", strconv.Itoa(vmid))
+}
+
+func (l layout) vmConfig(vmid int) string { return filepath.Join(l.vmDir(vmid), "vm.toml") }
+func (l layout) runDir(vmid int) string   { return filepath.Join(l.run, strconv.Itoa(vmid)) }
+func (l layout) qmpSocket(vmid int) string {
+	return filepath.Join(l.runDir(vmid), "qmp.sock")
+}
+func (l layout) qgaSocket(vmid int) string {
+	return filepath.Join(l.runDir(vmid), "qga.sock")
+}
+func (l layout) vncSocket(vmid int) string {
+	return filepath.Join(l.runDir(vmid), "vnc.sock")
+}
+func (l layout) pidfile(vmid int) string {
+	return filepath.Join(l.runDir(vmid), "qemu.pid")
+}

@@ -1,0 +1,249 @@
+package qemu
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/backends/qmp"
+)
+
+// processTag marks our QEMU processes: -name ...,process=poligon-<vmid>. A
+// pidfile is trusted only when the process it names carries the tag, so a
+// recycled pid is never mistaken for a VM.
+func processTag(vmid int) string { return "process=poligon-" + strconv.Itoa(vmid) }
+
+// qemuArgs builds the command line of a VM. loadvm, when set, restores that
+// snapshot at start.
+func (d *Driver) qemuArgs(c vmConfig, loadvm string) []string {
+	dir := d.l.vmDir(c.VMID)
+	accel := d.accel
+	if accel == "tcg" && c.Cores > 1 {
+		accel = "tcg,thread=multi"
+	}
+	args := []string{
+		"-name", "guest=" + c.Name + "," + processTag(c.VMID),
+		"-machine", "pc",
+		"-accel", accel,
+		"-m", strconv.Itoa(c.MemoryMB),
+		"-smp", strconv.Itoa(c.Cores),
+		"-nodefaults", "-no-user-config",
+		"-vga", "std",
+		"-display", "none",
+		"-vnc", "unix:" + d.l.vncSocket(c.VMID),
+		"-qmp", "unix:" + optEscape(d.l.qmpSocket(c.VMID)) + ",server=on,wait=off",
+		"-chardev", "socket,id=qga0,path=" + optEscape(d.l.qgaSocket(c.VMID)) + ",server=on,wait=off",
+		"-device", "virtio-serial-pci",
+		"-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+		"-netdev", "user,id=net0",
+		"-device", "virtio-net-pci,netdev=net0",
+		"-usb", "-device", "usb-tablet",
+		"-chardev", "file,id=serial0,path=" + optEscape(filepath.Join(dir, "serial.log")),
+		"-serial", "chardev:serial0",
+		"-pidfile", d.l.pidfile(c.VMID),
+		"-daemonize",
+	}
+	if d.accel == "kvm" {
+		args = append(args, "-cpu", "host")
+	}
+	if c.Firmware == "uefi" {
+		args = append(args,
+			"-drive", "if=pflash,format=raw,readonly=on,file="+optEscape(d.opts.OVMFCode),
+			"-drive", "if=pflash,format=raw,file="+optEscape(filepath.Join(dir, "efivars.fd")))
+	}
+	if c.Kernel != "" {
+		args = append(args, "-kernel", c.Kernel)
+		if c.Initrd != "" {
+			args = append(args, "-initrd", c.Initrd)
+		}
+		if c.Cmdline != "" {
+			args = append(args, "-append", c.Cmdline)
+		}
+	}
+	for i, dk := range c.Disks {
+		args = append(args,
+			"-blockdev", "driver=file,filename="+optEscape(c.diskPath(dir, dk))+",node-name=f-"+dk.Name,
+			"-blockdev", "driver=qcow2,file=f-"+dk.Name+",node-name="+dk.Name,
+			"-device", fmt.Sprintf("virtio-blk-pci,drive=%s,id=%s-dev,bootindex=%d", dk.Name, dk.Name, i+1))
+	}
+	if c.HasCD {
+		cd := "ide-cd,id=cd0,bus=ide.1,bootindex=9"
+		if c.CDROM != "" {
+			args = append(args,
+				"-blockdev", "driver=file,filename="+optEscape(c.CDROM)+",node-name=f-cd0,read-only=on",
+				"-blockdev", "driver=raw,file=f-cd0,node-name=cd0-media,read-only=on")
+			cd += ",drive=cd0-media"
+		}
+		args = append(args, "-device", cd)
+	}
+	if loadvm != "" {
+		args = append(args, "-loadvm", loadvm)
+	}
+	return args
+}
+
+// pid answers the pid of the VM's QEMU when it is alive.
+func (d *Driver) pid(vmid int) (int, bool) {
+	raw, err := os.ReadFile(d.l.pidfile(vmid))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return 0, false
+	}
+	tag := "," + processTag(vmid)
+	for _, arg := range bytes.Split(cmdline, []byte{0}) {
+		if bytes.HasSuffix(arg, []byte(tag)) {
+			return pid, true
+		}
+	}
+	return 0, false
+}
+
+func (d *Driver) alive(vmid int) bool {
+	_, ok := d.pid(vmid)
+	return ok
+}
+
+// launch starts QEMU for c and waits until its monitor answers.
+func (d *Driver) launch(ctx context.Context, c vmConfig, loadvm string) error {
+	run := d.l.runDir(c.VMID)
+	if err := os.MkdirAll(run, 0o700); err != nil {
+		return err
+	}
+	for _, f := range []string{d.l.qmpSocket(c.VMID), d.l.qgaSocket(c.VMID), d.l.vncSocket(c.VMID), d.l.pidfile(c.VMID)} {
+		os.Remove(f) // stale from a VM that died without cleaning up
+	}
+	cmd := exec.CommandContext(ctx, d.opts.QEMU, d.qemuArgs(c, loadvm)...)
+	cmd.Dir = d.l.vmDir(c.VMID)
+	var stderr bytes.Buffer
+	cmd.Stdout = &stderr
+	cmd.Stderr = &stderr
+	// A new session: the daemonized QEMU must not die with poligon's
+	// terminal or process group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	d.log.Info("starting vm", "vmid", c.VMID, "accel", d.accel)
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("qemu did not start: %s", lastLines(msg, 5))
+	}
+	// -daemonize returns once the VM is set up; the monitor follows at once.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := d.monitorDo(ctx, c.VMID, func(*qmp.Client) error { return nil })
+		if err == nil {
+			return nil
+		} else if time.Now().After(deadline) || !d.alive(c.VMID) {
+			return fmt.Errorf("qemu started but its monitor does not answer: %w", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// dialMonitor connects to a running VM's QMP socket.
+func (d *Driver) dialMonitor(ctx context.Context, vmid int) (*qmp.Client, error) {
+	if !d.alive(vmid) {
+		return nil, fmt.Errorf("vmid %d: %w", vmid, backends.ErrNotRunning)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := qmp.Dial(dctx, d.l.qmpSocket(vmid))
+	if err != nil {
+		return nil, fmt.Errorf("vmid %d monitor: %w", vmid, err)
+	}
+	return c, nil
+}
+
+// monitorDo runs fn on the VM's monitor. A failure other than QEMU's own
+// answer drops the connection, so the next call redials.
+func (d *Driver) monitorDo(ctx context.Context, vmid int, fn func(*qmp.Client) error) error {
+	return d.monitors.use(ctx, vmid, fn, func(err error) bool {
+		var qerr *qmp.Error
+		return !errors.As(err, &qerr)
+	})
+}
+
+// kill ends the VM's QEMU: quit over QMP, then SIGKILL, and waits for it.
+func (d *Driver) kill(ctx context.Context, vmid int) error {
+	pid, ok := d.pid(vmid)
+	if !ok {
+		d.cleanupRun(vmid)
+		return nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	d.monitorDo(qctx, vmid, func(c *qmp.Client) error { return c.Quit(qctx) })
+	cancel()
+	if !waitGone(ctx, pid, 5*time.Second) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		if !waitGone(ctx, pid, 10*time.Second) {
+			return fmt.Errorf("qemu (pid %d) did not exit after SIGKILL", pid)
+		}
+	}
+	d.cleanupRun(vmid)
+	return nil
+}
+
+// waitGone polls until process pid has exited or the timeout passes. QEMU
+// removes its pidfile while it exits, so the pid itself is watched.
+func waitGone(ctx context.Context, pid int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if processGone(pid) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// processGone reports whether pid has exited: no such process, or a zombie
+// its parent (init, for a daemonized QEMU) has not reaped yet.
+func processGone(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command name in parentheses, which may itself
+	// hold spaces and parentheses.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] == 'Z' || stat[i+2] == 'X'
+	}
+	return false
+}
+
+// cleanupRun removes the sockets and pidfile of a stopped VM and forgets
+// its connections.
+func (d *Driver) cleanupRun(vmid int) {
+	d.drop(vmid)
+	os.RemoveAll(d.l.runDir(vmid))
+}
+
+// optEscape doubles commas, QEMU's escape inside a key=value option list.
+func optEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "; ")
+}
