@@ -1,0 +1,320 @@
+package pvetest
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/poligon/poligon/backends/rfb"
+)
+
+// client speaks to the server on the wire, the way any PVE client does.
+type client struct {
+	t     *testing.T
+	s     *Server
+	token string
+	hc    *http.Client
+}
+
+func newClient(t *testing.T, s *Server, token string) *client {
+	return &client{t: t, s: s, token: token, hc: &http.Client{Timeout: 20 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.CAPool}}}}
+}
+
+type answer struct {
+	status int
+	reason string
+	doc    map[string]json.RawMessage
+}
+
+func (c *client) do(method, path string, body url.Values, jsonBody any) answer {
+	c.t.Helper()
+	var r io.Reader
+	ct := ""
+	switch {
+	case body != nil:
+		r, ct = strings.NewReader(body.Encode()), "application/x-www-form-urlencoded"
+	case jsonBody != nil:
+		b, _ := json.Marshal(jsonBody)
+		r, ct = strings.NewReader(string(b)), "application/json"
+	}
+	req, err := http.NewRequest(method, c.s.APIURL()+path, r)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "PVEAPIToken="+c.token)
+	}
+	res, err := c.hc.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	a := answer{status: res.StatusCode, reason: strings.TrimSpace(strings.TrimPrefix(res.Status, res.Status[:3]))}
+	raw, _ := io.ReadAll(res.Body)
+	if err := json.Unmarshal(raw, &a.doc); err != nil {
+		c.t.Fatalf("%s %s: body %q is not JSON: %v", method, path, raw, err)
+	}
+	return a
+}
+
+func (a answer) data(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(a.doc["data"], v); err != nil {
+		t.Fatalf("data %s: %v", a.doc["data"], err)
+	}
+}
+
+func newAdmin(t *testing.T, opts Options) (*Server, *client) {
+	s := New(t, opts)
+	s.AddPool("lab")
+	s.AddTemplate(9000, "debian-12")
+	tok := s.AddToken("alice@pve!t", Grant{Path: "/pool/lab", Privs: append(VMAdmin, PoolAudit...)},
+		Grant{Path: "/vms/9000", Privs: TemplateUser})
+	return s, newClient(t, s, tok)
+}
+
+func TestEnvelopeErrorsAndAuth(t *testing.T) {
+	s, c := newAdmin(t, Options{})
+	var id string
+	c.do("GET", "/cluster/nextid", nil, nil).data(t, &id)
+	if id != "100" {
+		t.Errorf("nextid = %q; want the string \"100\"", id)
+	}
+
+	a := newClient(t, s, "").do("GET", "/version", nil, nil)
+	if a.status != 401 || a.reason != "No ticket" {
+		t.Errorf("no token: %d %q", a.status, a.reason)
+	}
+	a = newClient(t, s, "alice@pve!t=wrong").do("GET", "/version", nil, nil)
+	if a.status != 401 {
+		t.Errorf("wrong secret: %d %q", a.status, a.reason)
+	}
+
+	a = c.do("POST", "/nodes/pve1/qemu/9000/status/start", nil, nil)
+	if a.status != 403 || a.reason != "Permission check failed (/vms/9000, VM.PowerMgmt)" || string(a.doc["data"]) != "null" {
+		t.Errorf("403: %d %q %s", a.status, a.reason, a.doc["data"])
+	}
+	var msg string
+	_ = json.Unmarshal(a.doc["message"], &msg)
+	if msg != "Permission check failed (/vms/9000, VM.PowerMgmt)\n" {
+		t.Errorf("403 body message %q", msg)
+	}
+
+	a = c.do("POST", "/nodes/pve1/qemu/9000/clone", url.Values{"newid": {"abc"}}, nil)
+	var params map[string]string
+	_ = json.Unmarshal(a.doc["errors"], &params)
+	if a.status != 400 || a.reason != "Parameter verification failed." || !strings.Contains(params["newid"], "integer") {
+		t.Errorf("400: %d %q %v", a.status, a.reason, params)
+	}
+
+	a = c.do("GET", "/nodes/pve1/qemu/555/config", nil, nil)
+	if a.status != 403 {
+		t.Errorf("config of a VM outside the ACLs: %d %q", a.status, a.reason)
+	}
+	a = c.do("GET", "/nodes/pve1/bogus", nil, nil)
+	if a.status != 501 {
+		t.Errorf("unknown path: %d %q", a.status, a.reason)
+	}
+}
+
+func TestCloneWithJSONAndFormBodies(t *testing.T) {
+	s, c := newAdmin(t, Options{ResourceLag: time.Hour})
+	var upid string
+	c.do("POST", "/nodes/pve1/qemu/9000/clone", nil,
+		map[string]any{"newid": 100, "name": "a-repro-1", "pool": "lab", "full": true}).data(t, &upid)
+	c.do("POST", "/nodes/pve1/qemu/9000/clone",
+		url.Values{"newid": {"101"}, "name": {"a-repro-2"}, "pool": {"lab"}, "full": {"0"}}, nil).data(t, &upid)
+	if !strings.HasPrefix(upid, "UPID:pve1:") || !strings.HasSuffix(upid, ":qmclone:9000:alice@pve!t:") {
+		t.Errorf("UPID %q", upid)
+	}
+	for _, id := range []int{100, 101} {
+		if vm, ok := s.VM(id); !ok || vm.Pool != "lab" || vm.Lock != "clone" {
+			t.Errorf("vm %d right after the clone: %+v", id, vm)
+		}
+	}
+	var rows []map[string]any
+	c.do("GET", "/cluster/resources?type=vm", nil, nil).data(t, &rows)
+	if len(rows) != 1 || rows[0]["vmid"] != 9000.0 {
+		t.Errorf("resources with an hour of lag: %v", rows)
+	}
+	var members []struct {
+		Members []map[string]any `json:"members"`
+	}
+	c.do("GET", "/pools?poolid=lab", nil, nil).data(t, &members)
+	if len(members) != 1 || len(members[0].Members) != 2 {
+		t.Errorf("pool members (not lagged): %+v", members)
+	}
+}
+
+func TestPermissionsWithAndWithoutPath(t *testing.T) {
+	s := New(t, Options{})
+	s.AddPool("lab")
+	tok := s.AddToken("carol@pve!t", Grant{Path: "/pool/lab", Privs: VMAdmin})
+	c := newClient(t, s, tok)
+	var all map[string]map[string]int
+	c.do("GET", "/access/permissions", nil, nil).data(t, &all)
+	if all["/pool/lab"]["VM.Allocate"] != 1 || all["/vms"] == nil {
+		t.Errorf("permissions without a path: %v", all)
+	}
+	var one map[string]map[string]int
+	c.do("GET", "/access/permissions?path=/pool/lab", nil, nil).data(t, &one)
+	if len(one) != 1 || one["/pool/lab"]["VM.Allocate"] != 1 {
+		t.Errorf("permissions of /pool/lab: %v", one)
+	}
+	var pools []any
+	c.do("GET", "/pools", nil, nil).data(t, &pools)
+	if len(pools) != 0 {
+		t.Errorf("GET /pools without Pool.Audit: %v", pools)
+	}
+	if a := c.do("GET", "/pools/lab", nil, nil); a.status != 403 {
+		t.Errorf("GET /pools/lab without Pool.Audit: %d", a.status)
+	}
+}
+
+func TestAgentLimitsAndShapes(t *testing.T) {
+	s, c := newAdmin(t, Options{Agent: true})
+	s.AddVM(VM{VMID: 150, Name: "a-repro-x", Pool: "lab", Running: true})
+	var pid struct {
+		PID int `json:"pid"`
+	}
+	c.do("POST", "/nodes/pve1/qemu/150/agent/exec", nil, map[string]any{"command": []string{"printf", "é"}}).data(t, &pid)
+	if pid.PID <= 0 {
+		t.Fatalf("exec answered %+v", pid)
+	}
+	var st map[string]any
+	for {
+		c.do("GET", "/nodes/pve1/qemu/150/agent/exec-status?pid="+strconv.Itoa(pid.PID), nil, nil).data(t, &st)
+		if st["exited"] == 1.0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// printf got "é" double-encoded (PVE's mangling), and its two UTF-8
+	// bytes come back as two latin-1 characters each: four characters.
+	if out := st["out-data"].(string); len([]rune(out)) != 4 || st["exitcode"] != 0.0 {
+		t.Errorf("exec-status: %v", st)
+	}
+	a := c.do("POST", "/nodes/pve1/qemu/150/agent/file-write", nil,
+		map[string]any{"file": "/tmp/x", "content": strings.Repeat("A", 61441), "encode": 0})
+	var params map[string]string
+	_ = json.Unmarshal(a.doc["errors"], &params)
+	if a.status != 400 || !strings.Contains(params["content"], "61440") {
+		t.Errorf("file-write above 61440 characters: %d %v", a.status, params)
+	}
+	a = c.do("POST", "/nodes/pve1/qemu/150/agent/exec", nil, map[string]any{"command": []string{"cat"}, "input-data": "✓"})
+	if a.status != 500 || !strings.HasPrefix(a.reason, "Wide character") {
+		t.Errorf("input-data above U+00FF: %d %q", a.status, a.reason)
+	}
+	s.SetAgentDown(150, true)
+	if a := c.do("POST", "/nodes/pve1/qemu/150/agent/ping", nil, nil); a.status != 500 || a.reason != "QEMU guest agent is not running" {
+		t.Errorf("agent down: %d %q", a.status, a.reason)
+	}
+}
+
+// wsDial opens a console websocket as a PVE client would.
+func (c *client) wsDial(vmid int, ticket, port string) (*websocket.Conn, *http.Response, error) {
+	u := "wss" + strings.TrimPrefix(c.s.APIURL(), "https") + "/nodes/pve1/qemu/" + strconv.Itoa(vmid) +
+		"/vncwebsocket?" + url.Values{"port": {port}, "vncticket": {ticket}}.Encode()
+	d := websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: c.s.CAPool}, Subprotocols: []string{"binary"}}
+	return d.Dial(u, http.Header{"Authorization": {"PVEAPIToken=" + c.token}})
+}
+
+type wsNetConn struct {
+	*websocket.Conn
+	r io.Reader
+}
+
+func (w *wsNetConn) Read(p []byte) (int, error) {
+	for {
+		if w.r == nil {
+			_, r, err := w.NextReader()
+			if err != nil {
+				return 0, err
+			}
+			w.r = r
+		}
+		n, err := w.r.Read(p)
+		if err == io.EOF {
+			w.r = nil
+			if n == 0 {
+				continue
+			}
+			err = nil
+		}
+		return n, err
+	}
+}
+
+func (w *wsNetConn) Write(p []byte) (int, error) {
+	return len(p), w.WriteMessage(websocket.BinaryMessage, p)
+}
+
+func (w *wsNetConn) SetDeadline(t time.Time) error { return w.NetConn().SetDeadline(t) }
+
+func TestConsoleTicketsAndVNCAuth(t *testing.T) {
+	s, c := newAdmin(t, Options{Console: true})
+	s.AddVM(VM{VMID: 150, Name: "a-repro-x", Pool: "lab", Running: true})
+	proxy := func() (ticket, port, password string) {
+		var p struct {
+			Ticket, Port, Password string
+		}
+		c.do("POST", "/nodes/pve1/qemu/150/vncproxy", url.Values{"websocket": {"1"}, "generate-password": {"1"}}, nil).data(t, &p)
+		return p.Ticket, p.Port, p.Password
+	}
+	ticket, port, password := proxy()
+	if password != s.VNCPassword() || port == "" {
+		t.Fatalf("vncproxy answered port %q password set %v", port, password != "")
+	}
+	// A ticket of another token is refused.
+	other := newClient(t, s, s.AddToken("bob@pve!t", Grant{Path: "/pool/lab", Privs: VMAdmin}))
+	if _, res, err := other.wsDial(150, ticket, port); err == nil || res == nil || res.StatusCode != 401 {
+		t.Errorf("bob with alice's ticket: %v %v", res, err)
+	}
+	// The right password over the websocket reaches QEMU's VNC auth.
+	connect := func(ticket, port, password string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cl, err := rfb.Connect(ctx, rfb.Config{Password: password, Encodings: []int32{rfb.EncodingZRLE},
+			Dial: func(context.Context) (net.Conn, error) {
+				ws, _, err := c.wsDial(150, ticket, port)
+				if err != nil {
+					return nil, err
+				}
+				return &wsNetConn{Conn: ws}, nil
+			}})
+		if err == nil {
+			cl.Close()
+		}
+		return err
+	}
+	if err := connect(ticket, port, password); err != nil {
+		t.Fatalf("RFB over the websocket: %v", err)
+	}
+	if _, res, err := c.wsDial(150, ticket, port); err == nil || res.StatusCode != 500 {
+		t.Errorf("a ticket used twice: %v %v", res, err)
+	}
+	ticket, port, _ = proxy()
+	if err := connect(ticket, port, "wrong"); !errors.Is(err, rfb.ErrAuth) {
+		t.Errorf("a wrong VNC password: %v; want rfb.ErrAuth", err)
+	}
+	s.ExpireNextTickets(1)
+	ticket, port, _ = proxy()
+	if _, res, err := c.wsDial(150, ticket, port); err == nil || res.StatusCode != 401 {
+		t.Errorf("an expired ticket: %v %v", res, err)
+	}
+}
