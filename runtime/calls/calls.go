@@ -1,0 +1,247 @@
+// Package calls is the host API as data: the name of every call a script can
+// make, its arguments and its answer, as JSON. The host (hostapi) decodes
+// these, the JS prelude and the Go SDK for Wasm scripts encode them, and
+// transcripts record them. It imports nothing but the standard library, so
+// a Wasm guest can use it too.
+//
+// Verb families keep one meaning (after os-autoinst's testapi):
+//   - expect*: succeed or fail the call (the script sees a thrown error);
+//   - check*:  answer a value, or null/empty when the condition is not met;
+//   - wait*:   block until a condition holds or the timeout ends; on timeout
+//     the answer says so (OK false) and nothing is thrown.
+//
+// Every timeout is in seconds; each call documents its default.
+package calls
+
+// Names of the calls. A call is bound to the script's VM.
+const (
+	Exec        = "exec"        // ExecArgs -> ExecAnswer; never fails on the exit code
+	Expect      = "expect"      // ExpectArgs -> ExecAnswer; fails when exit != 0 or Contains is missing
+	Check       = "check"       // ExecArgs -> CheckAnswer: OK false when exit != 0
+	RunDetached = "run"         // RunArgs -> RunAnswer
+	ReadFile    = "file.read"   // ReadFileArgs -> ReadFileAnswer
+	WriteFile   = "file.write"  // WriteFileArgs -> Empty
+	WaitBoot    = "waitBoot"    // WaitBootArgs -> WaitAnswer
+	ExecGUI     = "execGui"     // ExecGUIArgs -> ExecGUIAnswer
+	Shot        = "screen.shot" // Empty -> ShotAnswer
+	WaitStill   = "screen.waitStill"
+	WaitChange  = "screen.waitChange"
+	WaitWindow  = "screen.waitWindow"
+	Type        = "keyboard.type"  // TypeArgs -> Empty
+	Press       = "keyboard.press" // PressArgs -> Empty
+	Click       = "mouse.click"    // ClickArgs -> Empty
+	DoubleClick = "mouse.doubleClick"
+	Drag        = "mouse.drag" // DragArgs -> Empty
+	Move        = "mouse.move" // PointArgs -> Empty
+	Start       = "power.start"
+	Stop        = "power.stop"
+	Snapshot    = "power.snapshot" // SnapshotArgs -> Empty
+	Rollback    = "power.rollback" // SnapshotArgs -> Empty
+	SaveShot    = "evidence.save"  // SaveShotArgs -> SaveShotAnswer
+	Log         = "log"            // LogArgs -> Empty
+	Recipe      = "recipe"         // RecipeArgs -> the recipe's own answer
+	Sleep       = "sleep"          // SleepArgs -> Empty
+)
+
+// Empty is the answer of calls that answer nothing but success.
+type Empty struct{}
+
+// ExecArgs runs a shell command as root in the guest (umask 022).
+// Timeout default 120.
+type ExecArgs struct {
+	Command string `json:"command"`
+	Timeout int    `json:"timeout,omitempty"`
+}
+
+// ExecAnswer is a finished command.
+type ExecAnswer struct {
+	Exit   int    `json:"exit"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+}
+
+// ExpectArgs is ExecArgs plus a substring stdout must contain.
+type ExpectArgs struct {
+	Command  string `json:"command"`
+	Timeout  int    `json:"timeout,omitempty"`
+	Contains string `json:"contains,omitempty"`
+}
+
+// CheckAnswer is an exec whose non-zero exit is a "no", not a failure.
+type CheckAnswer struct {
+	OK bool `json:"ok"`
+	ExecAnswer
+}
+
+// RunArgs starts (or picks up) a long detached command. Wait default 45,
+// at most 50; Restart runs a finished command again.
+type RunArgs struct {
+	Command string `json:"command"`
+	Wait    int    `json:"wait,omitempty"`
+	Restart bool   `json:"restart,omitempty"`
+}
+
+// RunAnswer is where a detached command is: state "done", "failed" or
+// "running", with the last lines of its output.
+type RunAnswer struct {
+	State   string  `json:"state"`
+	Exit    int     `json:"exit"`
+	Seconds float64 `json:"seconds"`
+	Tail    string  `json:"tail"`
+}
+
+// ReadFileArgs reads a window of a guest file. Max default 16384.
+type ReadFileArgs struct {
+	Path   string `json:"path"`
+	Offset int64  `json:"offset,omitempty"`
+	Max    int64  `json:"max,omitempty"`
+}
+
+// ReadFileAnswer carries the bytes as base64 and the whole file's size.
+type ReadFileAnswer struct {
+	Base64 string `json:"base64"`
+	Size   int64  `json:"size"`
+}
+
+// WriteFileArgs writes a guest file whole: Text, or Base64 for bytes.
+type WriteFileArgs struct {
+	Path   string `json:"path"`
+	Text   string `json:"text,omitempty"`
+	Base64 string `json:"base64,omitempty"`
+}
+
+// WaitBootArgs waits for the guest agent. Timeout default 60.
+type WaitBootArgs struct {
+	Timeout int `json:"timeout,omitempty"`
+}
+
+// WaitAnswer is the answer of every wait*: OK false on timeout.
+type WaitAnswer struct {
+	OK      bool    `json:"ok"`
+	Seconds float64 `json:"seconds"`
+}
+
+// ExecGUIArgs launches a program in a user's desktop session. User default
+// "test".
+type ExecGUIArgs struct {
+	Command string `json:"command"`
+	User    string `json:"user,omitempty"`
+}
+
+// ExecGUIAnswer says whether it still runs after 2 s, and its first output.
+type ExecGUIAnswer struct {
+	Running bool   `json:"running"`
+	Output  string `json:"output"`
+}
+
+// ShotAnswer names a screenshot kept by the host for the run; Image is the
+// handle evidence.save and the run's answer refer to.
+type ShotAnswer struct {
+	Image  string `json:"image"`
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	SHA256 string `json:"sha256"`
+}
+
+// WaitStillArgs waits until the screen has not changed for Seconds
+// (default 2) or Timeout passes (default 30).
+type WaitStillArgs struct {
+	Seconds float64 `json:"seconds,omitempty"`
+	Timeout float64 `json:"timeout,omitempty"`
+}
+
+// WaitChangeArgs waits until the screen changes. Timeout default 30.
+type WaitChangeArgs struct {
+	Timeout float64 `json:"timeout,omitempty"`
+}
+
+// WaitWindowArgs waits until a window whose title or class contains Window
+// shows (Gone: until none does). Timeout default 20, User default "test".
+type WaitWindowArgs struct {
+	Window  string  `json:"window"`
+	Gone    bool    `json:"gone,omitempty"`
+	Timeout float64 `json:"timeout,omitempty"`
+	User    string  `json:"user,omitempty"`
+}
+
+// WaitWindowAnswer is WaitAnswer plus where the window is.
+type WaitWindowAnswer struct {
+	WaitAnswer
+	X int `json:"x"`
+	Y int `json:"y"`
+	W int `json:"w"`
+	H int `json:"h"`
+}
+
+// TypeArgs types text on the console keyboard.
+type TypeArgs struct {
+	Text string `json:"text"`
+}
+
+// PressArgs presses a key or combination by qemu sendkey name.
+type PressArgs struct {
+	Key string `json:"key"`
+}
+
+// PointArgs is a console position in full-size pixels.
+type PointArgs struct {
+	X int `json:"x"`
+	Y int `json:"y"`
+}
+
+// ClickArgs clicks at a point. Button default "left", Count default 1.
+type ClickArgs struct {
+	X      int    `json:"x"`
+	Y      int    `json:"y"`
+	Button string `json:"button,omitempty"`
+	Count  int    `json:"count,omitempty"`
+}
+
+// DragArgs drags with the left button.
+type DragArgs struct {
+	X1 int `json:"x1"`
+	Y1 int `json:"y1"`
+	X2 int `json:"x2"`
+	Y2 int `json:"y2"`
+}
+
+// PowerArgs bounds how long start/stop wait for the backend's task.
+// Wait default 50.
+type PowerArgs struct {
+	Wait int `json:"wait,omitempty"`
+}
+
+// SnapshotArgs names a snapshot.
+type SnapshotArgs struct {
+	Name string `json:"name"`
+	Wait int    `json:"wait,omitempty"`
+}
+
+// SaveShotArgs saves a screenshot (Image from screen.shot; default: a fresh
+// one) as a PNG under the evidence directory.
+type SaveShotArgs struct {
+	Path  string `json:"path"`
+	Image string `json:"image,omitempty"`
+}
+
+// SaveShotAnswer is where it was written, relative to the evidence dir.
+type SaveShotAnswer struct {
+	Path string `json:"path"`
+}
+
+// LogArgs writes a line to the run's step log.
+type LogArgs struct {
+	Message string `json:"message"`
+}
+
+// RecipeArgs runs a recipe (a script with tool: false, or another tool
+// script) on the same VM, under the same lock; nesting is at most 3 deep.
+type RecipeArgs struct {
+	Name   string            `json:"name"`
+	Params map[string]string `json:"params,omitempty"`
+}
+
+// SleepArgs sleeps; at most 600 seconds.
+type SleepArgs struct {
+	Seconds float64 `json:"seconds"`
+}

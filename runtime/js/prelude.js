@@ -1,0 +1,252 @@
+// The script API (stdlib/poligon.d.ts) over one native function.
+//
+// This file is evaluated once per run, before the script, and answers an
+// object the Go side keeps. It captures every builtin it uses up front, so a
+// script that replaces JSON.stringify or Array.prototype.indexOf cannot change
+// what the host is asked; the objects it hands out are frozen.
+//
+// hostCall(name, argsJSON) answers the answer's JSON text or throws a
+// PoligonError built on the Go side; consoleWrite(level, text) writes to the
+// run's log; decodeUTF8Base64(s) decodes file.read answers.
+(function (hostCall, consoleWrite, decodeUTF8Base64) {
+  "use strict";
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const freeze = Object.freeze;
+  const keys = Object.keys;
+  const create = Object.create;
+  const setPrototypeOf = Object.setPrototypeOf;
+  const isArray = Array.isArray;
+  const String_ = String;
+  const Error_ = Error;
+  const TypeError_ = TypeError;
+
+  class PoligonError extends Error_ {
+    constructor(call, message, hint) {
+      super(message);
+      this.call = call;
+      if (hint) this.hint = hint;
+    }
+  }
+  PoligonError.prototype.name = "PoligonError";
+  freeze(PoligonError.prototype);
+  freeze(PoligonError);
+
+  // call asks the host. The arguments have no prototype, so a toJSON the
+  // script put on Object.prototype does not rewrite them.
+  function call(name, args) {
+    const answer = hostCall(name, stringify(setPrototypeOf(args, null)));
+    return parse(answer);
+  }
+
+  function oneOf(list, key) {
+    for (let i = 0; i < list.length; i++) if (list[i] === key) return true;
+    return false;
+  }
+
+  // options checks an options object against the keys a verb knows, so a
+  // typo (vm.exec(cmd, {timout: 5})) is an error and not a silent default,
+  // and copies its own keys only (Object.prototype.timeout is not an option).
+  function options(verb, opts, allowed) {
+    const out = create(null);
+    if (opts === undefined || opts === null) return out;
+    if (typeof opts !== "object" || isArray(opts)) {
+      throw new TypeError_(`vm.${verb}: options must be an object, not ${typeof opts}`);
+    }
+    const ks = keys(opts);
+    for (let i = 0; i < ks.length; i++) {
+      if (!oneOf(allowed, ks[i])) {
+        const known = allowed.length ? allowed.join(", ") : "none";
+        throw new TypeError_(`vm.${verb}: unknown option ${String_(ks[i])} (known: ${known})`);
+      }
+      out[ks[i]] = opts[ks[i]];
+    }
+    return out;
+  }
+
+  function str(verb, what, v) {
+    if (typeof v !== "string") throw new TypeError_(`vm.${verb}: ${what} must be a string, not ${typeof v}`);
+    return v;
+  }
+
+  function num(verb, what, v) {
+    if (typeof v !== "number" || v !== v) throw new TypeError_(`vm.${verb}: ${what} must be a number, not ${typeof v}`);
+    return v;
+  }
+
+  // waited answers the seconds a wait* call waited, or null on its timeout.
+  function waited(answer) {
+    return answer && answer.ok ? answer.seconds : null;
+  }
+
+  function makeVM(vmid) {
+    const vm = {
+      vmid: vmid,
+      exec(command, opts) {
+        const o = options("exec", opts, ["timeout"]);
+        return call("exec", { command: str("exec", "command", command), timeout: o.timeout });
+      },
+      expect(command, opts) {
+        const o = options("expect", opts, ["timeout", "contains"]);
+        const a = call("expect", { command: str("expect", "command", command), timeout: o.timeout, contains: o.contains });
+        return a.stdout;
+      },
+      check(command, opts) {
+        const o = options("check", opts, ["timeout"]);
+        const a = call("check", { command: str("check", "command", command), timeout: o.timeout });
+        return a.ok ? a.stdout : null;
+      },
+      run(command, opts) {
+        const o = options("run", opts, ["wait", "restart"]);
+        return call("run", { command: str("run", "command", command), wait: o.wait, restart: o.restart });
+      },
+      waitBoot(opts) {
+        const o = options("waitBoot", opts, ["timeout"]);
+        return waited(call("waitBoot", { timeout: o.timeout }));
+      },
+      execGui(command, opts) {
+        const o = options("execGui", opts, ["user"]);
+        return call("execGui", { command: str("execGui", "command", command), user: o.user });
+      },
+      file: {
+        read(path, opts) {
+          const o = options("file.read", opts, ["offset", "max"]);
+          const a = call("file.read", { path: str("file.read", "path", path), offset: o.offset, max: o.max });
+          return decodeUTF8Base64(a.base64);
+        },
+        write(path, text) {
+          call("file.write", { path: str("file.write", "path", path), text: str("file.write", "text", text) });
+        },
+      },
+      screen: {
+        shot() {
+          return call("screen.shot", {});
+        },
+        waitStill(opts) {
+          const o = options("screen.waitStill", opts, ["seconds", "timeout"]);
+          return waited(call("screen.waitStill", { seconds: o.seconds, timeout: o.timeout }));
+        },
+        waitChange(opts) {
+          const o = options("screen.waitChange", opts, ["timeout"]);
+          return waited(call("screen.waitChange", { timeout: o.timeout }));
+        },
+        waitWindow(window, opts) {
+          const o = options("screen.waitWindow", opts, ["gone", "timeout", "user"]);
+          const a = call("screen.waitWindow", {
+            window: str("screen.waitWindow", "window", window), gone: o.gone, timeout: o.timeout, user: o.user,
+          });
+          return a && a.ok ? { x: a.x, y: a.y, w: a.w, h: a.h } : null;
+        },
+      },
+      keyboard: {
+        type(text) {
+          call("keyboard.type", { text: str("keyboard.type", "text", text) });
+        },
+        press(key) {
+          call("keyboard.press", { key: str("keyboard.press", "key", key) });
+        },
+      },
+      mouse: {
+        click(x, y, opts) {
+          const o = options("mouse.click", opts, ["button", "count"]);
+          call("mouse.click", { x: num("mouse.click", "x", x), y: num("mouse.click", "y", y), button: o.button, count: o.count });
+        },
+        doubleClick(x, y) {
+          call("mouse.doubleClick", { x: num("mouse.doubleClick", "x", x), y: num("mouse.doubleClick", "y", y) });
+        },
+        drag(x1, y1, x2, y2) {
+          call("mouse.drag", {
+            x1: num("mouse.drag", "x1", x1), y1: num("mouse.drag", "y1", y1),
+            x2: num("mouse.drag", "x2", x2), y2: num("mouse.drag", "y2", y2),
+          });
+        },
+        move(x, y) {
+          call("mouse.move", { x: num("mouse.move", "x", x), y: num("mouse.move", "y", y) });
+        },
+      },
+      power: {
+        start(opts) {
+          const o = options("power.start", opts, ["wait"]);
+          call("power.start", { wait: o.wait });
+        },
+        stop(opts) {
+          const o = options("power.stop", opts, ["wait"]);
+          call("power.stop", { wait: o.wait });
+        },
+        snapshot(name, opts) {
+          const o = options("power.snapshot", opts, ["wait"]);
+          call("power.snapshot", { name: str("power.snapshot", "name", name), wait: o.wait });
+        },
+        rollback(name, opts) {
+          const o = options("power.rollback", opts, ["wait"]);
+          call("power.rollback", { name: str("power.rollback", "name", name), wait: o.wait });
+        },
+      },
+      evidence: {
+        save(path, shot) {
+          let image;
+          if (shot !== undefined && shot !== null) {
+            image = str("evidence.save", "shot.image", shot.image);
+          }
+          return call("evidence.save", { path: str("evidence.save", "path", path), image: image }).path;
+        },
+      },
+      log(message) {
+        call("log", { message: String_(message) });
+      },
+      recipe(name, params) {
+        if (params !== undefined && params !== null && (typeof params !== "object" || isArray(params))) {
+          throw new TypeError_(`vm.recipe: params must be an object of strings`);
+        }
+        return call("recipe", { name: str("recipe", "name", name), params: params === null ? undefined : params });
+      },
+      sleep(seconds) {
+        call("sleep", { seconds: num("sleep", "seconds", seconds) });
+      },
+    };
+    const groups = keys(vm);
+    for (let i = 0; i < groups.length; i++) {
+      const v = vm[groups[i]];
+      if (typeof v === "object" && v !== null) freeze(v);
+    }
+    return freeze(vm);
+  }
+
+  function show(v) {
+    if (typeof v === "string") return v;
+    if (v instanceof Error_) return String_(v);
+    if (typeof v === "object" && v !== null) {
+      try {
+        const s = stringify(v);
+        if (s !== undefined) return s;
+      } catch (e) {
+        // circular or BigInt: fall back to String
+      }
+    }
+    return String_(v);
+  }
+
+  function writer(level) {
+    return function () {
+      let line = "";
+      for (let i = 0; i < arguments.length; i++) line += (i ? " " : "") + show(arguments[i]);
+      consoleWrite(level, line);
+    };
+  }
+
+  const console = freeze({
+    log: writer("log"),
+    info: writer("info"),
+    debug: writer("debug"),
+    warn: writer("warn"),
+    error: writer("error"),
+  });
+
+  // result is the run's answer as JSON text: undefined (and functions) are null.
+  function result(v) {
+    const s = stringify(v);
+    return s === undefined ? "null" : s;
+  }
+
+  return freeze({ makeVM, console, PoligonError, result });
+})

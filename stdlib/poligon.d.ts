@@ -1,0 +1,205 @@
+// The poligon script API. A script is a CommonJS module:
+//
+//   /// <reference path="poligon.d.ts" />
+//   /** @type {poligon.Script} */
+//   module.exports = { name: "hello", description: "...", params: {}, tool: true,
+//                      run(vm, params) { return vm.expect("uname -a"); } };
+//
+// The API is synchronous: each call blocks until the host answers or its
+// timeout ends. Verb families keep one meaning:
+//   expect*  succeed or throw (a PoligonError with .hint);
+//   check*   answer a value, or null when the condition does not hold;
+//   wait*    block until a condition holds or the timeout ends; on timeout
+//            they answer null and throw nothing.
+// Timeouts are in seconds; every default is written next to its option.
+//
+// A script sees no wall clock, no randomness, no filesystem and no network
+// except through this API: Date is fixed per run (new Date() and Date.now()
+// answer the run's clock and do not advance), Math.random is seeded.
+// require() takes only "poligon/<module>" stdlib modules and other scripts
+// ("./name" or "name" from the scripts and recipes directories); Node.js
+// modules ("fs", "child_process", ...) and paths are refused. There is no
+// process, no setTimeout; console.log/info/debug/warn/error write to the
+// run's log. Each run gets a fresh runtime: nothing a script does to the
+// builtins survives it.
+//
+// Limits: a run ends at its time limit (the script's timeout, default 600 s),
+// at its memory ceiling and when its caller cancels; the script cannot catch
+// that. One builtin call may not build a value past the ceiling: a string
+// over 16M characters ("x".repeat, padStart, padEnd), an array over 4M
+// elements (new Array(n), Array.from, fill, join, map on such), a typed array
+// or ArrayBuffer over the ceiling throws a RangeError. Recursion deeper than
+// 4096 calls ends the run.
+//
+// run may be async (it is awaited), but nothing is ever asynchronous: every
+// call blocks, and there are no timers.
+
+declare namespace poligon {
+  /** A script module: the tool vm_<name>, or a recipe when tool is false. */
+  interface Script {
+    /** ^[a-z][a-z0-9_]*$ */
+    name: string;
+    description: string;
+    /** Every param is a string; one without a default is required. */
+    params?: { [name: string]: { description?: string; default?: string } };
+    /** false: a recipe, callable from scripts and stand plans only. Default true. */
+    tool?: boolean;
+    /** Time limit of one run, in seconds. Default 600. */
+    timeout?: number;
+    /** The result becomes the tool's answer: a string as text, a Shot as an image, anything else as JSON. */
+    run(vm: VM, params: { [name: string]: string }): unknown;
+  }
+
+  interface ExecResult {
+    exit: number;
+    stdout: string;
+    stderr: string;
+  }
+
+  interface RunState {
+    state: "done" | "failed" | "running";
+    exit: number;
+    seconds: number;
+    /** The last 20 lines of its output. */
+    tail: string;
+  }
+
+  /** A screenshot kept for this run. */
+  interface Shot {
+    image: string;
+    width: number;
+    height: number;
+    sha256: string;
+  }
+
+  interface Box {
+    x: number;
+    y: number;
+    w: number;
+    h: number;
+  }
+
+  /** The VM the script runs against; every call checks it is the caller's. The object is frozen. */
+  interface VM {
+    readonly vmid: number;
+
+    /**
+     * Run a shell command as root (umask 022); never throws on the exit code. timeout default 120.
+     * Every verb checks its arguments: a wrong type or an unknown option key throws a TypeError
+     * before anything is sent.
+     */
+    exec(command: string, opts?: { timeout?: number }): ExecResult;
+    /** Run a command; throw unless it exits 0 (and stdout contains `contains`). Answers stdout. timeout default 120. */
+    expect(command: string, opts?: { timeout?: number; contains?: string }): string;
+    /** Run a command; answer stdout when it exits 0, else null. timeout default 120. */
+    check(command: string, opts?: { timeout?: number }): string | null;
+    /**
+     * Start a long command detached (state in the guest, survives a reboot), or pick up the one already
+     * running with the same command; wait up to `wait` seconds (default 45, at most 50).
+     * A finished run is reported, not repeated, unless restart is true.
+     */
+    run(command: string, opts?: { wait?: number; restart?: boolean }): RunState;
+    /** Wait until the guest agent answers. Answers the seconds waited, or null on timeout (default 60). */
+    waitBoot(opts?: { timeout?: number }): number | null;
+    /** Launch a GUI program in user's desktop session (default user "test"). */
+    execGui(command: string, opts?: { user?: string }): { running: boolean; output: string };
+
+    file: {
+      /** Read a text file (UTF-8). offset default 0, max default 16384 bytes. */
+      read(path: string, opts?: { offset?: number; max?: number }): string;
+      /** Write a text file whole. */
+      write(path: string, text: string): void;
+    };
+
+    screen: {
+      /** Take a screenshot of the console. */
+      shot(): Shot;
+      /** Wait until the screen has not changed for `seconds` (default 2); timeout default 30. Answers seconds waited or null. */
+      waitStill(opts?: { seconds?: number; timeout?: number }): number | null;
+      /** Wait until the screen changes; timeout default 30. Answers seconds waited or null. */
+      waitChange(opts?: { timeout?: number }): number | null;
+      /**
+       * Wait until a window whose title or class contains `window` is visible (gone: until none is).
+       * Answers where it is (zeros when gone), or null on timeout (default 20). user default "test".
+       */
+      waitWindow(window: string, opts?: { gone?: boolean; timeout?: number; user?: string }): Box | null;
+    };
+
+    keyboard: {
+      /** Type text character by character (US layout; Shift for capitals and shifted symbols). */
+      type(text: string): void;
+      /** Press a key or combination by qemu sendkey name: "ret", "tab", "esc", "ctrl-alt-f2", "alt-f2", "ctrl-c". */
+      press(key: string): void;
+    };
+
+    mouse: {
+      /** Move, press 300 ms, release; count 2 is a double click. button default "left". */
+      click(x: number, y: number, opts?: { button?: "left" | "middle" | "right"; count?: number }): void;
+      doubleClick(x: number, y: number): void;
+      /** Drag with the left button. */
+      drag(x1: number, y1: number, x2: number, y2: number): void;
+      move(x: number, y: number): void;
+    };
+
+    power: {
+      /** Start the VM and wait for the backend (wait default 50 s). */
+      start(opts?: { wait?: number }): void;
+      /** Power the VM off (ACPI, then hard). */
+      stop(opts?: { wait?: number }): void;
+      /** Take a snapshot (wait default 50 s). */
+      snapshot(name: string, opts?: { wait?: number }): void;
+      /** Roll back to a snapshot and start the VM (wait default 50 s). */
+      rollback(name: string, opts?: { wait?: number }): void;
+    };
+
+    evidence: {
+      /** Save a screenshot (default: a fresh one) as a PNG under the evidence directory; answers the path written. */
+      save(path: string, shot?: Shot): string;
+    };
+
+    /** A line in the run's step log. */
+    log(message: string): void;
+    /** Run a recipe on this VM, under the same lock (nesting at most 3 deep). Answers the recipe's result. */
+    recipe(name: string, params?: { [name: string]: string }): unknown;
+    /** Sleep, at most 600 seconds. Prefer a wait* verb. */
+    sleep(seconds: number): void;
+  }
+
+  /** What a failed host call throws. An uncaught one ends the run with its message and hint. */
+  interface PoligonError extends Error {
+    name: "PoligonError";
+    /** The host call that failed: "exec", "screen.shot", ... */
+    call: string;
+    hint?: string;
+  }
+}
+
+/** The class of the errors host calls throw: `catch (e) { if (e instanceof PoligonError) ... }`. */
+declare const PoligonError: { new (call: string, message: string, hint?: string): poligon.PoligonError };
+
+/** Writes to the run's log (never to the server's stdout). warn and error lines are prefixed "warning: " and "error: ". */
+declare const console: {
+  log(...args: unknown[]): void;
+  info(...args: unknown[]): void;
+  debug(...args: unknown[]): void;
+  warn(...args: unknown[]): void;
+  error(...args: unknown[]): void;
+};
+
+/** CommonJS: stdlib modules ("poligon/text") and other scripts or recipes by name ("./name" or "name"). */
+declare function require(name: "poligon/text"): typeof import("poligon/text");
+declare function require(name: string): any;
+declare const module: { exports: poligon.Script | { [key: string]: unknown } };
+declare const exports: { [key: string]: unknown };
+
+/** Helpers for the text commands answer. */
+declare module "poligon/text" {
+  /** The lines of text, without the final empty line a trailing newline leaves. CRLF counts as one break. */
+  export function lines(text: string): string[];
+  /** The whitespace-separated fields of one line. */
+  export function fields(line: string): string[];
+  /** The lines of text that contain pattern (a string) or match it (a RegExp). */
+  export function grep(text: string, pattern: string | RegExp): string[];
+  /** KEY=value lines (os-release, env files, systemctl show) as an object; # comments skipped, one pair of quotes removed. */
+  export function keyValues(text: string): { [key: string]: string };
+}
