@@ -1,0 +1,414 @@
+// Package config reads poligon's one TOML file and the environment
+// variables that override it, and checks the result. A broken config is a
+// list of problems, each naming the key at fault; `poligon config check`
+// prints them and the server refuses to start on them.
+package config
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the effective configuration.
+type Config struct {
+	// Owner is the owner name over stdio (and for `poligon run`); default
+	// the OS user. Over HTTP the credential decides.
+	Owner       string `toml:"owner"`
+	DataDir     string `toml:"data_dir"`     // the local backend's templates, ISOs and VMs
+	EvidenceDir string `toml:"evidence_dir"` // screenshots' path= goes here; "" refuses path
+	ScriptsDir  string `toml:"scripts_dir"`  // extra scripts, watched
+	AuditLog    string `toml:"audit_log"`    // JSON lines; "-" = stderr, "" = off
+	StateDir    string `toml:"state_dir"`    // transcripts, the Wasm compilation cache
+	LogLevel    string `toml:"log_level"`    // debug, info, warn, error
+
+	DefaultBench string  `toml:"default_bench"`
+	Benches      []Bench `toml:"bench"`
+	Tokens       []Token `toml:"token"`
+
+	Server Server `toml:"server"`
+	Limits Limits `toml:"limits"`
+
+	// Source names where each overridden value came from (for config check).
+	Source map[string]string `toml:"-"`
+	// File is the config file read, "" when none.
+	File string `toml:"-"`
+
+	fileBenches bool // the file lists benches: no implicit local bench
+}
+
+// Bench is one place to run VMs: the local QEMU backend or a Proxmox VE
+// cluster.
+type Bench struct {
+	Name string `toml:"name"`
+	Type string `toml:"type"` // qemu | pve
+	// Description tells people and agents what the bench is for.
+	Description string `toml:"description"`
+
+	// qemu
+	DataDir string `toml:"data_dir"` // default: the top-level data_dir
+
+	// pve
+	API       string `toml:"api"`        // https://host:8006/api2/json
+	Token     Secret `toml:"token"`      // stdio mode only; over HTTP each request carries X-PVE-Token
+	CAFile    string `toml:"ca_file"`    // else SSL_CERT_FILE / SSL_CERT_DIR / the system store
+	BackendID string `toml:"backend_id"` // aliases of one cluster share caches and locks
+	Storage   string `toml:"storage"`
+}
+
+// Token maps an HTTP bearer token to an owner (local benches). Give the
+// token's SHA-256 (hex) rather than the token itself where you can.
+type Token struct {
+	Owner  string `toml:"owner"`
+	Token  Secret `toml:"token"`
+	SHA256 string `toml:"sha256"`
+}
+
+// Server configures `poligon serve`.
+type Server struct {
+	Bind         string   `toml:"bind"`          // default 127.0.0.1:8811
+	AllowedHosts []string `toml:"allowed_hosts"` // Host values accepted besides loopback; "*" any
+}
+
+// Limits bound what calls may ask for.
+type Limits struct {
+	MaxWait        Duration `toml:"max_wait"`         // cap of every wait; default 50s
+	BusyWait       Duration `toml:"busy_wait"`        // wait for a busy VM; default 30s
+	ScriptTimeout  Duration `toml:"script_timeout"`   // default 10m
+	ScriptMemoryMB int      `toml:"script_memory_mb"` // default 256
+	ShutdownGrace  Duration `toml:"shutdown_grace"`   // calls in flight may finish; default 90s
+}
+
+// Secret is a string that never prints.
+type Secret string
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "***"
+}
+
+// GoString keeps %#v from printing it too.
+func (s Secret) GoString() string { return s.String() }
+
+// MarshalText masks the secret in any encoding (config check prints TOML).
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads the secret.
+func (s *Secret) UnmarshalText(b []byte) error { *s = Secret(b); return nil }
+
+// Reveal answers the secret itself, for the one place that sends it.
+func (s Secret) Reveal() string { return string(s) }
+
+// Duration is a time.Duration written as "30s" or "10m".
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses "30s".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like 30s or 10m", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText prints "30s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// DefaultPath is $XDG_CONFIG_HOME/poligon/config.toml.
+func DefaultPath() string {
+	base := os.Getenv("XDG_CONFIG_HOME")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".config")
+	}
+	return filepath.Join(base, "poligon", "config.toml")
+}
+
+// Load reads path (a missing file at the default path is no error: the
+// defaults serve), applies the environment and the defaults, and answers
+// the config with every problem found. The config is usable only when
+// problems is empty.
+func Load(path string, explicit bool, env func(string) string) (*Config, []error) {
+	c := &Config{Source: map[string]string{}}
+	if env == nil {
+		env = os.Getenv
+	}
+	if path != "" {
+		md, err := toml.DecodeFile(path, c)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && !explicit:
+		case err != nil:
+			return c, []error{fmt.Errorf("config %s: %w", path, err)}
+		default:
+			c.File = path
+			c.fileBenches = len(c.Benches) > 0
+			if keys := md.Undecoded(); len(keys) > 0 {
+				var names []string
+				for _, k := range keys {
+					names = append(names, k.String())
+				}
+				return c, []error{fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(names, ", "))}
+			}
+		}
+	}
+	c.applyEnv(env)
+	c.applyDefaults()
+	return c, c.Check()
+}
+
+// applyEnv lets environment variables override the file, keeping the
+// manual's names where they exist.
+func (c *Config) applyEnv(env func(string) string) {
+	set := func(name string, dst *string) {
+		if v := env(name); v != "" {
+			*dst = v
+			c.Source[name] = "env"
+		}
+	}
+	set("POLIGON_OWNER", &c.Owner)
+	set("POLIGON_DATA", &c.DataDir)
+	set("POLIGON_MCP_EVIDENCE", &c.EvidenceDir)
+	set("POLIGON_MCP_SCENARIOS", &c.ScriptsDir)
+	set("POLIGON_MCP_AUDIT", &c.AuditLog)
+	set("POLIGON_STATE", &c.StateDir)
+	set("POLIGON_LOG_LEVEL", &c.LogLevel)
+	set("POLIGON_MCP_BIND", &c.Server.Bind)
+	set("POLIGON_DEFAULT_BENCH", &c.DefaultBench)
+	if v := env("POLIGON_MCP_ALLOWED_HOSTS"); v != "" {
+		c.Server.AllowedHosts = nil
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				c.Server.AllowedHosts = append(c.Server.AllowedHosts, h)
+			}
+		}
+		c.Source["POLIGON_MCP_ALLOWED_HOSTS"] = "env"
+	}
+	if v := env("PVE_API"); v != "" {
+		// The manual's single-cluster setup: PVE_API (+ PVE_TOKEN in stdio mode)
+		// adds a bench named pve.
+		b := Bench{Name: "pve", Type: "pve", API: v, Token: Secret(env("PVE_TOKEN")), BackendID: env("POLIGON_MCP_BACKEND_ID")}
+		c.Benches = append(c.Benches, b)
+		c.Source["PVE_API"] = "env"
+	}
+}
+
+func (c *Config) applyDefaults() {
+	if c.Owner == "" {
+		if u, err := user.Current(); err == nil {
+			c.Owner = u.Username
+		}
+	}
+	if c.DataDir == "" {
+		c.DataDir = xdg("XDG_DATA_HOME", ".local/share", "poligon")
+	}
+	if c.StateDir == "" {
+		c.StateDir = xdg("XDG_STATE_HOME", ".local/state", "poligon")
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	if c.Server.Bind == "" {
+		c.Server.Bind = "127.0.0.1:8811"
+	}
+	if !c.fileBenches {
+		// No benches in the file: the embedded default, plus PVE_API's if set.
+		c.Benches = append([]Bench{{Name: "local", Type: "qemu", Description: "QEMU on this machine"}}, c.Benches...)
+	}
+	for i := range c.Benches {
+		if c.Benches[i].Type == "qemu" && c.Benches[i].DataDir == "" {
+			c.Benches[i].DataDir = c.DataDir
+		}
+	}
+	if c.DefaultBench == "" {
+		c.DefaultBench = c.Benches[len(c.Benches)-1].Name // PVE_API's bench when set
+		if c.fileBenches {
+			c.DefaultBench = c.Benches[0].Name
+		}
+	}
+	l := &c.Limits
+	def := func(d *Duration, v time.Duration) {
+		if d.Duration == 0 {
+			d.Duration = v
+		}
+	}
+	def(&l.MaxWait, 50*time.Second)
+	def(&l.BusyWait, 30*time.Second)
+	def(&l.ScriptTimeout, 10*time.Minute)
+	def(&l.ShutdownGrace, 90*time.Second)
+	if l.ScriptMemoryMB == 0 {
+		l.ScriptMemoryMB = 256
+	}
+}
+
+func xdg(env, fallback, name string) string {
+	base := os.Getenv(env)
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, fallback)
+	}
+	return filepath.Join(base, name)
+}
+
+var (
+	benchName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	backendID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Check answers every problem with the config, each naming its key.
+func (c *Config) Check() []error {
+	var problems []error
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	names := map[string]bool{}
+	for i, b := range c.Benches {
+		where := fmt.Sprintf("bench[%d]", i)
+		if b.Name != "" {
+			where = fmt.Sprintf("bench %q", b.Name)
+		}
+		switch {
+		case !benchName.MatchString(b.Name):
+			bad("%s: name must match %s", where, benchName)
+		case names[b.Name]:
+			bad("%s: the name is used twice", where)
+		}
+		names[b.Name] = true
+		switch b.Type {
+		case "qemu":
+			if b.API != "" || b.Token != "" {
+				bad("%s: api and token are for type pve", where)
+			}
+		case "pve":
+			if !strings.HasPrefix(b.API, "https://") {
+				bad("%s: api must be an https:// URL of the PVE API (got %q)", where, b.API)
+			}
+			if b.Token != "" && !strings.Contains(b.Token.Reveal(), "!") {
+				bad("%s: token must look like user@realm!tokenid=secret", where)
+			}
+			if b.BackendID != "" && !backendID.MatchString(b.BackendID) {
+				bad("%s: backend_id uses ASCII letters, digits, ., _ and - (at most 64 bytes)", where)
+			}
+			if b.CAFile != "" {
+				if _, err := os.Stat(b.CAFile); err != nil {
+					bad("%s: ca_file: %v", where, err)
+				}
+			}
+		default:
+			bad("%s: type must be qemu or pve (got %q)", where, b.Type)
+		}
+	}
+	if !names[c.DefaultBench] {
+		bad("default_bench %q is not a configured bench", c.DefaultBench)
+	}
+	for i, t := range c.Tokens {
+		where := fmt.Sprintf("token[%d]", i)
+		if t.Owner == "" || sanitize(t.Owner) != t.Owner {
+			bad("%s: owner must be lowercase letters and digits (got %q)", where, t.Owner)
+		}
+		switch {
+		case t.Token == "" && t.SHA256 == "":
+			bad("%s: set token or sha256", where)
+		case t.Token != "" && t.SHA256 != "":
+			bad("%s: set token or sha256, not both", where)
+		case t.SHA256 != "" && !hexSHA256.MatchString(t.SHA256):
+			bad("%s: sha256 must be 64 lowercase hex digits", where)
+		case t.Token != "" && len(t.Token) < 16:
+			bad("%s: token is shorter than 16 characters", where)
+		}
+	}
+	if sanitize(c.Owner) == "" {
+		bad("owner %q has no letters or digits: set owner in the config", c.Owner)
+	}
+	if c.EvidenceDir != "" {
+		if fi, err := os.Stat(c.EvidenceDir); err != nil || !fi.IsDir() {
+			bad("evidence_dir %q is not a directory", c.EvidenceDir)
+		}
+	}
+	if c.ScriptsDir != "" {
+		if fi, err := os.Stat(c.ScriptsDir); err == nil && !fi.IsDir() {
+			bad("scripts_dir %q is not a directory", c.ScriptsDir)
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.Server.Bind); err != nil {
+		bad("server.bind %q: %v", c.Server.Bind, err)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level %q: use debug, info, warn or error", c.LogLevel)
+	}
+	if c.Limits.MaxWait.Duration <= 0 || c.Limits.MaxWait.Duration > 10*time.Minute {
+		bad("limits.max_wait %s: between 1s and 10m", c.Limits.MaxWait.Duration)
+	}
+	if c.Limits.ScriptMemoryMB < 16 {
+		bad("limits.script_memory_mb %d: at least 16", c.Limits.ScriptMemoryMB)
+	}
+	return problems
+}
+
+// Bench answers the bench called name ("" = the default).
+func (c *Config) Bench(name string) (Bench, bool) {
+	if name == "" {
+		name = c.DefaultBench
+	}
+	for _, b := range c.Benches {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Bench{}, false
+}
+
+// OwnerOfToken answers the owner an HTTP bearer token maps to. Tokens are
+// compared by their SHA-256 in constant time.
+func (c *Config) OwnerOfToken(token string) (string, bool) {
+	if token == "" {
+		return "", false
+	}
+	sum := sha256.Sum256([]byte(token))
+	for _, t := range c.Tokens {
+		want := t.SHA256
+		if t.Token != "" {
+			s := sha256.Sum256([]byte(t.Token.Reveal()))
+			want = hex.EncodeToString(s[:])
+		}
+		w, err := hex.DecodeString(want)
+		if err == nil && subtle.ConstantTimeCompare(w, sum[:]) == 1 {
+			return t.Owner, true
+		}
+	}
+	return "", false
+}
+
+// sanitize is hostapi.SanitizeOwner, repeated here to keep config a leaf.
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Port answers the port of server.bind.
+func (c *Config) Port() int {
+	_, p, _ := net.SplitHostPort(c.Server.Bind)
+	n, _ := strconv.Atoi(p)
+	return n
+}

@@ -1,0 +1,381 @@
+package hostapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/poligon/poligon/runtime/calls"
+)
+
+// Script is the host side of one script run on one VM: it answers the
+// script's calls (see package calls) with the VM's methods. The run holds
+// the VM's lock (Session.Hold), so its calls go through without waiting.
+type Script struct {
+	VM *VM
+	// Log receives the script's log lines and console output.
+	Log func(message string)
+	// Recipe runs a recipe on the same VM; set by the engine, which knows the
+	// scripts. Nil refuses recipe calls.
+	Recipe func(ctx context.Context, name string, params map[string]string) (json.RawMessage, error)
+
+	mu    sync.Mutex
+	shots map[string]Frame
+	order []string
+}
+
+// Shot answers a screenshot taken during the run by its handle.
+func (h *Script) Shot(id string) (Frame, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, ok := h.shots[id]
+	return f, ok
+}
+
+// LastShot answers the run's most recent screenshot.
+func (h *Script) LastShot() (Frame, string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.order) == 0 {
+		return Frame{}, "", false
+	}
+	id := h.order[len(h.order)-1]
+	return h.shots[id], id, true
+}
+
+func (h *Script) keep(f Frame) calls.ShotAnswer {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.shots == nil {
+		h.shots = map[string]Frame{}
+	}
+	id := fmt.Sprintf("shot-%d", len(h.order)+1)
+	h.shots[id] = f
+	h.order = append(h.order, id)
+	b := f.Image.Bounds()
+	return calls.ShotAnswer{Image: id, Width: b.Dx(), Height: b.Dy(), SHA256: f.Digest()}
+}
+
+// call is one entry of the dispatch table: decode args, act, answer.
+type call func(h *Script, ctx context.Context, args json.RawMessage) (any, error)
+
+// decode reads a call's arguments strictly: an unknown field is a mistake in
+// the script, better reported than ignored.
+func decode[T any](name string, raw json.RawMessage) (T, error) {
+	var v T
+	if len(raw) == 0 || string(raw) == "null" {
+		return v, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, Failf("see stdlib/poligon.d.ts for the call's options", "%s: bad arguments: %v", name, err)
+	}
+	return v, nil
+}
+
+func seconds(n int, def time.Duration) time.Duration {
+	if n <= 0 {
+		return def
+	}
+	return time.Duration(n) * time.Second
+}
+
+func fseconds(f float64, def time.Duration) time.Duration {
+	if f <= 0 {
+		return def
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
+func wait(ok bool, d time.Duration) calls.WaitAnswer {
+	return calls.WaitAnswer{OK: ok, Seconds: d.Round(time.Millisecond).Seconds()}
+}
+
+// table maps every call name to its handler.
+var table = map[string]call{
+	calls.Exec: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.ExecArgs](calls.Exec, raw)
+		if err != nil {
+			return nil, err
+		}
+		r, err := h.VM.Exec(ctx, a.Command, seconds(a.Timeout, 120*time.Second))
+		return execAnswer(r), err
+	},
+	calls.Expect: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.ExpectArgs](calls.Expect, raw)
+		if err != nil {
+			return nil, err
+		}
+		r, err := h.VM.Expect(ctx, a.Command, seconds(a.Timeout, 120*time.Second), a.Contains)
+		return execAnswer(r), err
+	},
+	calls.Check: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.ExecArgs](calls.Check, raw)
+		if err != nil {
+			return nil, err
+		}
+		r, err := h.VM.Exec(ctx, a.Command, seconds(a.Timeout, 120*time.Second))
+		return calls.CheckAnswer{OK: err == nil && r.Exit == 0, ExecAnswer: execAnswer(r)}, err
+	},
+	calls.RunDetached: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.RunArgs](calls.RunDetached, raw)
+		if err != nil {
+			return nil, err
+		}
+		st, err := h.VM.Run(ctx, a.Command, float64(a.Wait), a.Restart)
+		return calls.RunAnswer{State: st.State, Exit: st.Exit, Seconds: st.Elapsed.Seconds(), Tail: st.Tail}, err
+	},
+	calls.ReadFile: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.ReadFileArgs](calls.ReadFile, raw)
+		if err != nil {
+			return nil, err
+		}
+		data, size, err := h.VM.ReadFile(ctx, a.Path, a.Offset, a.Max)
+		return calls.ReadFileAnswer{Base64: base64.StdEncoding.EncodeToString(data), Size: size}, err
+	},
+	calls.WriteFile: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.WriteFileArgs](calls.WriteFile, raw)
+		if err != nil {
+			return nil, err
+		}
+		data := []byte(a.Text)
+		if a.Base64 != "" {
+			if data, err = base64.StdEncoding.DecodeString(a.Base64); err != nil {
+				return nil, Failf("base64 is standard base64 with padding", "file.write: bad base64: %v", err)
+			}
+		}
+		return calls.Empty{}, h.VM.WriteFile(ctx, a.Path, data)
+	},
+	calls.WaitBoot: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.WaitBootArgs](calls.WaitBoot, raw)
+		if err != nil {
+			return nil, err
+		}
+		// A script is not bound by a client's minute: it may wait longer.
+		ok, d, err := h.VM.waitBootFor(ctx, seconds(a.Timeout, 60*time.Second))
+		return wait(ok, d), err
+	},
+	calls.ExecGUI: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.ExecGUIArgs](calls.ExecGUI, raw)
+		if err != nil {
+			return nil, err
+		}
+		r, err := h.VM.ExecGUI(ctx, a.Command, a.User)
+		return calls.ExecGUIAnswer{Running: r.Running, Output: r.Output}, err
+	},
+	calls.Shot: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		if _, err := decode[calls.Empty](calls.Shot, raw); err != nil {
+			return nil, err
+		}
+		f, err := h.VM.Shot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return h.keep(f), nil
+	},
+	calls.WaitStill: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.WaitStillArgs](calls.WaitStill, raw)
+		if err != nil {
+			return nil, err
+		}
+		s, err := h.VM.WaitStill(ctx, fseconds(a.Seconds, 2*time.Second), fseconds(a.Timeout, 30*time.Second))
+		return wait(s.OK, s.Elapsed), err
+	},
+	calls.WaitChange: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.WaitChangeArgs](calls.WaitChange, raw)
+		if err != nil {
+			return nil, err
+		}
+		s, err := h.VM.WaitChange(ctx, fseconds(a.Timeout, 30*time.Second))
+		return wait(s.OK, s.Elapsed), err
+	},
+	calls.WaitWindow: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.WaitWindowArgs](calls.WaitWindow, raw)
+		if err != nil {
+			return nil, err
+		}
+		w, err := h.VM.WaitWindow(ctx, a.Window, a.Gone, a.User, fseconds(a.Timeout, 20*time.Second))
+		b := w.Window.Box
+		return calls.WaitWindowAnswer{WaitAnswer: wait(w.OK, w.Elapsed), X: b.Min.X, Y: b.Min.Y, W: b.Dx(), H: b.Dy()}, err
+	},
+	calls.Type: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.TypeArgs](calls.Type, raw)
+		if err != nil {
+			return nil, err
+		}
+		return calls.Empty{}, h.VM.Type(ctx, a.Text)
+	},
+	calls.Press: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.PressArgs](calls.Press, raw)
+		if err != nil {
+			return nil, err
+		}
+		return calls.Empty{}, h.VM.Press(ctx, a.Key)
+	},
+	calls.Click: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.ClickArgs](calls.Click, raw)
+		if err != nil {
+			return nil, err
+		}
+		return calls.Empty{}, h.VM.Click(ctx, a.X, a.Y, a.Button, a.Count)
+	},
+	calls.DoubleClick: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.PointArgs](calls.DoubleClick, raw)
+		if err != nil {
+			return nil, err
+		}
+		return calls.Empty{}, h.VM.Click(ctx, a.X, a.Y, "left", 2)
+	},
+	calls.Drag: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.DragArgs](calls.Drag, raw)
+		if err != nil {
+			return nil, err
+		}
+		return calls.Empty{}, h.VM.Drag(ctx, a.X1, a.Y1, a.X2, a.Y2)
+	},
+	calls.Move: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.PointArgs](calls.Move, raw)
+		if err != nil {
+			return nil, err
+		}
+		return calls.Empty{}, h.VM.Move(ctx, a.X, a.Y)
+	},
+	calls.Start: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.PowerArgs](calls.Start, raw)
+		if err != nil {
+			return nil, err
+		}
+		return finished(h.VM.Start(ctx, float64(a.Wait)))
+	},
+	calls.Stop: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.PowerArgs](calls.Stop, raw)
+		if err != nil {
+			return nil, err
+		}
+		return finished(h.VM.Stop(ctx, float64(a.Wait)))
+	},
+	calls.Snapshot: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.SnapshotArgs](calls.Snapshot, raw)
+		if err != nil {
+			return nil, err
+		}
+		return finished(h.VM.Snapshot(ctx, a.Name, float64(a.Wait)))
+	},
+	calls.Rollback: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.SnapshotArgs](calls.Rollback, raw)
+		if err != nil {
+			return nil, err
+		}
+		return finished(h.VM.Rollback(ctx, a.Name, float64(a.Wait)))
+	},
+	calls.SaveShot: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.SaveShotArgs](calls.SaveShot, raw)
+		if err != nil {
+			return nil, err
+		}
+		var f Frame
+		if a.Image != "" {
+			var ok bool
+			if f, ok = h.Shot(a.Image); !ok {
+				return nil, Failf("pass the image field of a screen.shot() answer of this run", "no screenshot %q in this run", a.Image)
+			}
+		} else if f, err = h.VM.Shot(ctx); err != nil {
+			return nil, err
+		} else {
+			h.keep(f)
+		}
+		path, err := h.VM.s.SaveShot(f, a.Path)
+		return calls.SaveShotAnswer{Path: path}, err
+	},
+	calls.Log: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.LogArgs](calls.Log, raw)
+		if err != nil {
+			return nil, err
+		}
+		if h.Log != nil {
+			h.Log(a.Message)
+		}
+		return calls.Empty{}, nil
+	},
+	calls.Recipe: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.RecipeArgs](calls.Recipe, raw)
+		if err != nil {
+			return nil, err
+		}
+		if h.Recipe == nil {
+			return nil, Failf("", "recipes are not available here")
+		}
+		return h.Recipe(ctx, a.Name, a.Params)
+	},
+	calls.Sleep: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.SleepArgs](calls.Sleep, raw)
+		if err != nil {
+			return nil, err
+		}
+		if a.Seconds < 0 || a.Seconds > 600 {
+			return nil, Failf("prefer a wait* verb (screen.waitStill, waitBoot, ...) over sleeping", "sleep %g s: at most 600", a.Seconds)
+		}
+		select {
+		case <-time.After(fseconds(a.Seconds, 0)):
+			return calls.Empty{}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	},
+}
+
+func execAnswer(r ExecResult) calls.ExecAnswer {
+	return calls.ExecAnswer{Exit: r.Exit, Stdout: text(r.Stdout), Stderr: text(r.Stderr)}
+}
+
+// text makes guest output safe for JSON: invalid UTF-8 becomes U+FFFD.
+func text(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// finished turns a task that did not end, or ended badly, into an error:
+// a script step waits for its task.
+func finished(r TaskResult, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	if !r.Done {
+		return nil, Failf("raise the step's wait", "task still running after %s, upid=%s", r.Elapsed.Round(time.Second), r.UPID)
+	}
+	return calls.Empty{}, r.Err()
+}
+
+// Call answers one script call. The answer is JSON; a failure is an
+// *Error whose message and hint the script sees.
+func (h *Script) Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	fn, ok := table[name]
+	if !ok {
+		return nil, Failf("see stdlib/poligon.d.ts for the calls a script can make", "unknown host call %q", name)
+	}
+	answer, err := fn(h, ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	if raw, ok := answer.(json.RawMessage); ok {
+		return raw, nil
+	}
+	return json.Marshal(answer)
+}
+
+// Names lists every call the host answers (for docs and tests).
+func Names() []string {
+	names := make([]string, 0, len(table))
+	for n := range table {
+		names = append(names, n)
+	}
+	return names
+}

@@ -1,0 +1,120 @@
+package hostapi
+
+import (
+	"context"
+	"strings"
+
+	"github.com/poligon/poligon/backends"
+)
+
+// MaxTypeLen bounds one type call: longer text belongs in a file.
+const MaxTypeLen = 4096
+
+// input runs fn on the VM's console under its lock.
+func (v *VM) input(ctx context.Context, fn func(backends.Screen) error) error {
+	release, err := v.s.lock(ctx, v.info.VMID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	s, err := v.screen(ctx)
+	if err != nil {
+		return err
+	}
+	return fn(s)
+}
+
+// inputError keeps a console's own refusal (unknown key, bad point) as the
+// message and adds the hint.
+func inputError(err error, hint string) error {
+	if err == nil {
+		return nil
+	}
+	return wrap(err, hint, "")
+}
+
+// Type types text on the console keyboard.
+func (v *VM) Type(ctx context.Context, text string) error {
+	if len(text) > MaxTypeLen {
+		return Failf("write long text into a file with vm_file_write instead", "text is %d bytes, at most %d", len(text), MaxTypeLen)
+	}
+	return v.input(ctx, func(s backends.Screen) error {
+		return inputError(s.Type(ctx, text), "only characters of the US keyboard layout can be typed; \\n is Enter, \\t is Tab")
+	})
+}
+
+// Press presses a key or combination by qemu sendkey name.
+func (v *VM) Press(ctx context.Context, key string) error {
+	return v.input(ctx, func(s backends.Screen) error {
+		return inputError(s.Key(ctx, key), "key names are qemu sendkey names joined by -: ret, tab, esc, spc, backspace, up, f2, ctrl-c, alt-f2, ctrl-alt-f2")
+	})
+}
+
+// ParseButton maps a button name to a backends.Button.
+func ParseButton(name string) (backends.Button, error) {
+	switch strings.ToLower(name) {
+	case "", "left":
+		return backends.Left, nil
+	case "middle":
+		return backends.Middle, nil
+	case "right":
+		return backends.Right, nil
+	}
+	return 0, Failf("button is left, middle or right", "unknown button %q", name)
+}
+
+// checkPoint refuses coordinates outside the current frame.
+func (v *VM) checkPoint(ctx context.Context, s backends.Screen, pts ...[2]int) error {
+	img, _, err := s.Frame(ctx)
+	if err != nil {
+		return wrap(err, "", "vmid %d console", v.info.VMID)
+	}
+	b := img.Bounds()
+	for _, p := range pts {
+		if p[0] < 0 || p[1] < 0 || p[0] >= b.Dx() || p[1] >= b.Dy() {
+			return Failf("coordinates are full-size console pixels: take a ui_screenshot and read its size line",
+				"point %d,%d is outside the %dx%d console", p[0], p[1], b.Dx(), b.Dy())
+		}
+	}
+	return nil
+}
+
+// Click clicks count times (at most 3) at x, y.
+func (v *VM) Click(ctx context.Context, x, y int, button string, count int) error {
+	b, err := ParseButton(button)
+	if err != nil {
+		return err
+	}
+	if count == 0 {
+		count = 1
+	}
+	if count < 1 || count > 3 {
+		return Failf("count is 1 (click), 2 (double click) or 3", "count %d is out of range", count)
+	}
+	return v.input(ctx, func(s backends.Screen) error {
+		if err := v.checkPoint(ctx, s, [2]int{x, y}); err != nil {
+			return err
+		}
+		return inputError(s.Click(ctx, x, y, b, count), "")
+	})
+}
+
+// Move moves the pointer.
+func (v *VM) Move(ctx context.Context, x, y int) error {
+	return v.input(ctx, func(s backends.Screen) error {
+		if err := v.checkPoint(ctx, s, [2]int{x, y}); err != nil {
+			return err
+		}
+		return inputError(s.Move(ctx, x, y), "")
+	})
+}
+
+// Drag drags with the left button from x1,y1 to x2,y2.
+func (v *VM) Drag(ctx context.Context, x1, y1, x2, y2 int) error {
+	return v.input(ctx, func(s backends.Screen) error {
+		if err := v.checkPoint(ctx, s, [2]int{x1, y1}, [2]int{x2, y2}); err != nil {
+			return err
+		}
+		return inputError(s.Drag(ctx, x1, y1, x2, y2), "")
+	})
+}
