@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/engine"
+)
+
+// configCmd: poligon config check — the effective config with secrets
+// masked, and every problem found (exit 2 when there is one).
+func configCmd(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "check" {
+		fmt.Fprintln(stderr, "error: want: poligon config check [--config FILE]")
+		return exitError(2)
+	}
+	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf configFlags
+	cf.register(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitError(2)
+	}
+	path, explicit := cf.path, cf.path != ""
+	if !explicit {
+		path = config.DefaultPath()
+	}
+	cfg, problems := config.Load(path, explicit, nil)
+	if cfg.File != "" {
+		fmt.Fprintf(stdout, "# config file: %s\n", cfg.File)
+	} else {
+		fmt.Fprintf(stdout, "# no config file (%s): defaults and environment\n", path)
+	}
+	for name, src := range cfg.Source {
+		fmt.Fprintf(stdout, "# %s from the %s\n", name, src)
+	}
+	// Secret fields marshal as "***".
+	if err := toml.NewEncoder(stdout).Encode(cfg); err != nil {
+		return err
+	}
+	if len(problems) == 0 {
+		fmt.Fprintln(stdout, "# ok: no problems")
+		return nil
+	}
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "error: %v\n", p)
+	}
+	return exitError(2)
+}
+
+// image builds a template: poligon image tiny [DATA_DIR].
+func image(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "tiny" {
+		fmt.Fprintln(stderr, "error: want: poligon image tiny [DATA_DIR]\nhint: tiny is the template built from Debian packages")
+		return exitError(2)
+	}
+	script, err := findImageScript("tiny")
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, script, args[1:]...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	return cmd.Run()
+}
+
+// findImageScript looks for images/<name>/build.sh beside the binary's
+// source tree: the working directory or the executable's parents.
+func findImageScript(name string) (string, error) {
+	var roots []string
+	if wd, err := os.Getwd(); err == nil {
+		roots = append(roots, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		roots = append(roots, filepath.Dir(exe), filepath.Dir(filepath.Dir(exe)))
+	}
+	for _, r := range roots {
+		p := filepath.Join(r, "images", name, "build.sh")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("images/%s/build.sh not found: run poligon image from the source tree (or make tiny-template)", name)
+}
+
+func versionLine() string {
+	v := engine.Version
+	commit, modified := "unknown", ""
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					modified = " (modified)"
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("poligon %s commit %s%s", v, commit, modified)
+}

@@ -1,0 +1,87 @@
+// Command poligon is the MCP server and CLI of poligon: disposable machines
+// to reproduce bugs on.
+//
+//	poligon serve [--stdio | --bind ADDR]     MCP over stdio or Streamable HTTP
+//	poligon run SCRIPT (--vm N | --template T) [--param k=v ...]
+//	poligon check DIR                          validate scripts
+//	poligon replay TRANSCRIPT                  re-run a script against a recorded run
+//	poligon config check                       the effective config, secrets masked
+//	poligon image tiny                         build the tiny template
+//	poligon version
+//	poligon --healthcheck URL                  exit 0 when URL answers 2xx
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `poligon: disposable machines to reproduce bugs on, for agents and QA engineers.
+
+Usage:
+  poligon serve [--stdio | --bind ADDR] [flags]   serve the MCP tools (stdio, or Streamable HTTP at /mcp)
+  poligon run SCRIPT (--vm N | --template T) [--param k=v ...] [--bench B]
+                                                  run a script from a terminal, with a live step log
+  poligon check DIR                               validate the scripts in DIR
+  poligon replay TRANSCRIPT                       re-run a script against a recorded run, no machine needed
+  poligon config check                            print the effective config (secrets masked) and its problems
+  poligon image tiny [DATA_DIR]                   build the tiny template from Debian packages
+  poligon version                                 print the version
+  poligon --healthcheck URL                       exit 0 when URL answers 2xx (container health checks)
+
+Every command takes --config FILE (default $XDG_CONFIG_HOME/poligon/config.toml).
+Run "poligon COMMAND -h" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// exitError carries an exit code; its message has been printed already.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "--healthcheck", "-healthcheck":
+		err = healthcheck(rest, stderr)
+	case "serve":
+		err = serve(ctx, rest, stdout, stderr)
+	case "run":
+		err = runScript(ctx, rest, stdout, stderr)
+	case "check":
+		err = checkScripts(ctx, rest, stdout, stderr)
+	case "replay":
+		err = replay(ctx, rest, stdout, stderr)
+	case "config":
+		err = configCmd(rest, stdout, stderr)
+	case "image":
+		err = image(ctx, rest, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, versionLine())
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "error: unknown command %q\nhint: poligon help lists the commands\n", cmd)
+		return 2
+	}
+	var code exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &code):
+		return int(code)
+	default:
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 1
+	}
+}

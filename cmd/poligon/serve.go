@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/engine"
+)
+
+// common flags of every command that reads the config.
+type configFlags struct {
+	path        string
+	evidenceDir string
+	scriptsDir  string
+	dataDir     string
+}
+
+func (c *configFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.path, "config", "", "config file (default $XDG_CONFIG_HOME/poligon/config.toml)")
+	fs.StringVar(&c.evidenceDir, "evidence-dir", "", "directory screenshots' path= may write into (POLIGON_MCP_EVIDENCE)")
+	fs.StringVar(&c.scriptsDir, "scripts", "", "extra scripts directory, watched (POLIGON_MCP_SCENARIOS)")
+	fs.StringVar(&c.dataDir, "data-dir", "", "the local backend's data directory (POLIGON_DATA)")
+}
+
+// load reads the config; flags override the file and the environment.
+func (c *configFlags) load(stderr io.Writer) (*config.Config, error) {
+	path, explicit := c.path, c.path != ""
+	if !explicit {
+		path = config.DefaultPath()
+	}
+	env := func(name string) string {
+		switch {
+		case name == "POLIGON_MCP_EVIDENCE" && c.evidenceDir != "":
+			return c.evidenceDir
+		case name == "POLIGON_MCP_SCENARIOS" && c.scriptsDir != "":
+			return c.scriptsDir
+		case name == "POLIGON_DATA" && c.dataDir != "":
+			return c.dataDir
+		}
+		return os.Getenv(name)
+	}
+	cfg, problems := config.Load(path, explicit, env)
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintf(stderr, "error: %v\n", p)
+		}
+		fmt.Fprintln(stderr, "hint: poligon config check prints the effective config; fix the config or the environment and start again")
+		return nil, exitError(2)
+	}
+	return cfg, nil
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf configFlags
+	cf.register(fs)
+	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout instead of HTTP")
+	bind := fs.String("bind", "", "HTTP address (default 127.0.0.1:8811; POLIGON_MCP_BIND)")
+	var hosts stringList
+	fs.Var(&hosts, "allowed-host", "a Host value accepted besides loopback (repeatable; * any; POLIGON_MCP_ALLOWED_HOSTS)")
+	if err := fs.Parse(args); err != nil {
+		return exitError(2)
+	}
+	cfg, err := cf.load(stderr)
+	if err != nil {
+		return err
+	}
+	if *bind != "" {
+		cfg.Server.Bind = *bind
+	}
+	cfg.Server.AllowedHosts = append(cfg.Server.AllowedHosts, hosts...)
+	// Logs go to stderr: in stdio mode stdout belongs to the protocol.
+	log := newLogger(stderr, cfg.LogLevel)
+	transport := "http"
+	if *stdio {
+		transport = "stdio"
+	}
+	srv, err := engine.New(cfg, engine.Options{Logger: log, Transport: transport})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if err := srv.LoadScripts(ctx); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("poligon starting", "version", engine.Version, "transport", transport, "benches", len(cfg.Benches), "tools", len(srv.ToolNames()))
+	for _, p := range srv.Problems() {
+		log.Warn("not ready", "problem", p)
+	}
+	if *stdio {
+		err := srv.MCP().Run(ctx, &mcp.StdioTransport{})
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		shutdown(srv, cfg, log)
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Bind)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("poligon listening", "addr", ln.Addr().String(), "mcp", "/mcp")
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing calls in flight", "grace", cfg.Limits.ShutdownGrace.Duration)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Limits.ShutdownGrace.Duration)
+	defer cancel()
+	hs.Shutdown(sctx)
+	shutdown(srv, cfg, log)
+	return nil
+}
+
+// shutdown waits for the calls in flight (a streaming HTTP call outlives
+// Server.Shutdown's view of idle connections).
+func shutdown(srv *engine.Server, cfg *config.Config, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Limits.ShutdownGrace.Duration)
+	defer cancel()
+	if err := srv.Wait(ctx); err != nil {
+		log.Warn("calls still running at shutdown", "err", err)
+	}
+}
+
+// healthcheck probes a URL: exit 0 on 2xx, 1 otherwise. It needs no config,
+// so a container health check works with nothing but the binary.
+func healthcheck(args []string, stderr io.Writer) error {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "error: --healthcheck takes one URL\nhint: poligon --healthcheck http://127.0.0.1:8811/readyz")
+		return exitError(2)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(args[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "unhealthy: %v\n", err)
+		return exitError(1)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		fmt.Fprintf(stderr, "unhealthy: %s\n", resp.Status)
+		return exitError(1)
+	}
+	return nil
+}

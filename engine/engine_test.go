@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/internal/testvm"
+)
+
+// testConfig is a config for tests: the given data dir, an evidence dir,
+// owner "tester" and a bearer token for HTTP tests.
+func testConfig(t *testing.T, dataDir string) *config.Config {
+	t.Helper()
+	env := map[string]string{
+		"POLIGON_OWNER":        "tester",
+		"POLIGON_DATA":         dataDir,
+		"POLIGON_MCP_EVIDENCE": t.TempDir(),
+		"POLIGON_STATE":        t.TempDir(),
+		"POLIGON_MCP_AUDIT":    filepath.Join(t.TempDir(), "audit.jsonl"),
+	}
+	cfg, problems := config.Load("", false, func(k string) string { return env[k] })
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	cfg.Tokens = []config.Token{{Owner: "tester", Token: "tester-token-0123456789"}, {Owner: "other", Token: "other-token-0123456789"}}
+	return cfg
+}
+
+// newServer builds a server and connects an in-memory MCP client.
+func newServer(t *testing.T, cfg *config.Config) (*Server, *mcp.ClientSession) {
+	t.Helper()
+	s, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, connect(t, s)
+}
+
+func connect(t *testing.T, s *Server) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.MCP().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// call calls a tool and answers its text and whether it was an error.
+func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (string, *mcp.CallToolResult) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error: %v", name, err)
+	}
+	return resultText(res), res
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// mustOK fails unless the call succeeded.
+func mustOK(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) string {
+	t.Helper()
+	out, res := call(t, cs, name, args)
+	if res.IsError {
+		t.Fatalf("%s %v: %s", name, args, out)
+	}
+	return out
+}
+
+// mustRefuse fails unless the call was refused with an error: + hint: text
+// containing want.
+func mustRefuse(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, want string) string {
+	t.Helper()
+	out, res := call(t, cs, name, args)
+	if !res.IsError || !strings.HasPrefix(out, "error: ") || !strings.Contains(out, want) {
+		t.Fatalf("%s %v: want an error containing %q, got (isError=%v) %q", name, args, want, res.IsError, out)
+	}
+	return out
+}
+
+// TestSchemasGolden checks every tool's definition against
+// testdata/schemas/<tool>.json; UPDATE_GOLDEN=1 rewrites them. A tool
+// without a golden file fails, so a new tool's schema is reviewed.
+func TestSchemasGolden(t *testing.T) {
+	s, _ := newServer(t, testConfig(t, testvm.ShortTempDir(t)))
+	dir := filepath.Join("testdata", "schemas")
+	update := os.Getenv("UPDATE_GOLDEN") != ""
+	seen := map[string]bool{}
+	for _, name := range s.ToolNames() {
+		tool, _ := s.Tool(name)
+		got, err := json.MarshalIndent(map[string]any{
+			"name": tool.Name, "description": tool.Description,
+			"annotations": tool.Annotations, "inputSchema": json.RawMessage(tool.Schema),
+		}, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, '\n')
+		file := filepath.Join(dir, name+".json")
+		seen[name+".json"] = true
+		if update {
+			os.MkdirAll(dir, 0o755)
+			if err := os.WriteFile(file, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(file)
+		if err != nil {
+			t.Errorf("%s: no golden schema (%v): run UPDATE_GOLDEN=1 go test ./engine -run TestSchemasGolden and review it", name, err)
+			continue
+		}
+		if string(want) != string(got) {
+			t.Errorf("%s: schema differs from %s (UPDATE_GOLDEN=1 to accept):\n%s", name, file, got)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !seen[e.Name()] && !update {
+			t.Errorf("%s: a golden schema for a tool that is gone", e.Name())
+		}
+	}
+}
+
+func TestArgumentRefusals(t *testing.T) {
+	_, cs := newServer(t, testConfig(t, testvm.ShortTempDir(t)))
+	mustRefuse(t, cs, "vm_start", map[string]any{}, "vmid is required")
+	mustRefuse(t, cs, "vm_start", map[string]any{"vmid": "abc"}, "vmid must be an integer")
+	mustRefuse(t, cs, "vm_start", map[string]any{"vmid": 100, "wait": 99}, "wait must be at most 50")
+	mustRefuse(t, cs, "vm_start", map[string]any{"vmid": 100, "colour": "red"}, "unknown argument colour")
+	mustRefuse(t, cs, "ui_click", map[string]any{"vmid": 100, "x": 1, "y": 1, "button": "side"}, "button must be one of left, middle, right")
+	mustRefuse(t, cs, "vm_start", map[string]any{"vmid": 100, "bench": "nosuch"}, `unknown bench "nosuch"`)
+	mustRefuse(t, cs, "vm_start", map[string]any{"vmid": 4242}, "vmid 4242 not found")
+	mustRefuse(t, cs, "vm_destroy", map[string]any{"vmid": 4242, "confirm": false}, "confirm=true")
+	mustRefuse(t, cs, "vm_task_wait", map[string]any{"upid": "UPID:local:00000001:00000001:00000001:qmstart:100:x@local:"}, "not found")
+}
+
+func TestAuditRedactsTypedText(t *testing.T) {
+	cfg := testConfig(t, testvm.ShortTempDir(t))
+	_, cs := newServer(t, cfg)
+	call(t, cs, "ui_type", map[string]any{"vmid": 4242, "text": "hunter2-secret"})
+	call(t, cs, "vm_file_write", map[string]any{"vmid": 4242, "path": "/x", "content_base64": "c2VjcmV0"})
+	raw, err := os.ReadFile(cfg.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(raw)
+	if strings.Contains(log, "hunter2") || strings.Contains(log, "c2VjcmV0") {
+		t.Fatalf("the audit log holds typed text or file content:\n%s", log)
+	}
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 audit lines, got %d:\n%s", len(lines), log)
+	}
+	var rec auditRecord
+	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Tool != "ui_type" || rec.Caller != "tester" || rec.Outcome != "error" || rec.VMID != 4242 || rec.Args["text"] != "<redacted 14 bytes>" {
+		t.Fatalf("audit record = %+v", rec)
+	}
+}

@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the server's Prometheus series, on a registry of its own (a
+// test can run several servers in one process).
+type metrics struct {
+	reg      *prometheus.Registry
+	calls    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "poligon_tool_calls_total",
+			Help: "Tool calls by tool and outcome (ok, error: refused or failed for the model, failed: the server failed).",
+		}, []string{"tool", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "poligon_tool_call_duration_seconds",
+			Help:    "Tool call durations.",
+			Buckets: []float64{.005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"tool"}),
+	}
+	m.reg.MustRegister(m.calls, m.duration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "poligon_console_connections", Help: "Open VNC console connections."},
+			func() float64 { return float64(s.consoles()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "poligon_tools", Help: "Registered tools, scripts included."},
+			func() float64 { return float64(len(s.ToolNames())) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "poligon_uptime_seconds", Help: "Seconds since start."},
+			func() float64 { return time.Since(s.started).Seconds() }),
+	)
+	return m
+}
+
+func (m *metrics) observe(tool, outcome string, d time.Duration) {
+	m.calls.WithLabelValues(tool, outcome).Inc()
+	m.duration.WithLabelValues(tool).Observe(d.Seconds())
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// consoles counts open console connections over the benches that know.
+func (s *Server) consoles() int {
+	n := 0
+	for _, b := range s.benches {
+		if b.consoles != nil {
+			n += b.consoles()
+		}
+	}
+	return n
+}

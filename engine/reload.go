@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/poligon/poligon/runtime/wasm"
+)
+
+// LoadScripts loads the shipped scripts and recipes and those of the
+// scripts directory, and registers the tool scripts. A shipped script that
+// fails to load is a bug (an error here); a file of the directory that fails
+// is reported (log, /readyz) and skipped.
+func (s *Server) LoadScripts(ctx context.Context) error {
+	engine, err := wasm.NewEngine(ctx, wasm.Options{CacheDir: filepath.Join(s.cfg.StateDir, "wasm-cache"), Logger: s.log})
+	if err != nil {
+		return err
+	}
+	ss, err := newScriptSet(ctx, s.log, engine, s.cfg.ScriptsDir)
+	if err != nil {
+		engine.Close(ctx)
+		return err
+	}
+	ss.srv = s
+	s.scripts = ss
+	for _, sc := range ss.shipped {
+		if sc.manifest().Tool {
+			ss.addTool(sc)
+		}
+	}
+	ss.rescan(ctx)
+	return nil
+}
+
+// newScriptSet loads the shipped scripts into a set that will serve dir.
+func newScriptSet(ctx context.Context, log *slog.Logger, engine *wasm.Engine, dir string) (*scriptSet, error) {
+	ss := &scriptSet{log: log, wasm: engine, dir: dir,
+		byName: map[string]*script{}, shipped: map[string]*script{}, byFile: map[string]*script{}, problems: map[string]error{}}
+	srcs, err := shippedSources()
+	if err != nil {
+		return nil, err
+	}
+	for _, src := range srcs {
+		sc, err := ss.compile(ctx, src)
+		if err != nil {
+			return nil, fmt.Errorf("shipped script %s: %w", src.file, err)
+		}
+		if other, dup := ss.shipped[sc.name]; dup {
+			return nil, fmt.Errorf("shipped scripts %s and %s share the name %s", other.file, sc.file, sc.name)
+		}
+		ss.shipped[sc.name] = sc
+	}
+	for name, err := range ss.check(ss.shipped) {
+		return nil, fmt.Errorf("shipped script %s: %w", name, err)
+	}
+	ss.byName = maps.Clone(ss.shipped)
+	return ss, nil
+}
+
+// rescan brings the loaded set in line with the scripts directory: new and
+// changed files are compiled and checked, removed ones dropped. A file that
+// fails keeps its previous version live. Tools are added, replaced or
+// removed to match; the MCP server tells clients (list_changed).
+func (ss *scriptSet) rescan(ctx context.Context) {
+	srcs, err := dirSources(ss.dir)
+	if err != nil {
+		ss.log.Warn("scripts directory unreadable", "dir", ss.dir, "err", err)
+		ss.setProblem("scripts directory", err.Error())
+		return
+	}
+	ss.setProblem("scripts directory", "")
+	ss.mu.RLock()
+	current := maps.Clone(ss.byFile)
+	ss.mu.RUnlock()
+
+	next := map[string]*script{} // by file
+	problems := map[string]error{}
+	for _, src := range srcs {
+		cur, had := current[src.file]
+		if had && cur.sum == src.sum() {
+			next[src.file] = cur
+			continue
+		}
+		sc, err := ss.compile(ctx, src)
+		if err != nil {
+			problems[src.file] = err
+			if had {
+				next[src.file] = cur // the previous version stays live
+			}
+			continue
+		}
+		next[src.file] = sc
+	}
+
+	// Settle: drop duplicates and scripts the set rejects, falling back to
+	// a file's previous version, until the set checks clean.
+	for pass := 0; pass < 8; pass++ {
+		set, owner := ss.merge(next)
+		dup := duplicates(next)
+		bad := ss.check(set)
+		if len(dup) == 0 && len(bad) == 0 {
+			break
+		}
+		for file, err := range dup {
+			problems[file] = err
+			ss.revert(next, current, file)
+		}
+		for name, err := range bad {
+			file := owner[name]
+			if file == "" {
+				ss.log.Error("a shipped script no longer checks against the directory's", "script", name, "err", err)
+				continue
+			}
+			problems[file] = err
+			ss.revert(next, current, file)
+		}
+	}
+	ss.apply(next, problems)
+}
+
+// merge answers the name -> script set (shipped, overridden by the
+// directory's) and which file each name came from ("" for shipped).
+func (ss *scriptSet) merge(dir map[string]*script) (map[string]*script, map[string]string) {
+	set := maps.Clone(ss.shipped)
+	owner := map[string]string{}
+	files := make([]string, 0, len(dir))
+	for f := range dir {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		sc := dir[f]
+		set[sc.name] = sc
+		owner[sc.name] = f
+	}
+	return set, owner
+}
+
+// duplicates reports the files of the directory that share a name, except
+// the one already registered under it.
+func duplicates(dir map[string]*script) map[string]error {
+	byName := map[string][]string{}
+	for f, sc := range dir {
+		byName[sc.name] = append(byName[sc.name], f)
+	}
+	out := map[string]error{}
+	for name, files := range byName {
+		if len(files) < 2 {
+			continue
+		}
+		sort.Strings(files)
+		for _, f := range files[1:] {
+			out[f] = fmt.Errorf("name %s is taken by %s", name, filepath.Base(files[0]))
+		}
+	}
+	return out
+}
+
+// revert puts a file back to its previous version, or drops it when it had
+// none (or the previous one is what failed).
+func (ss *scriptSet) revert(next, current map[string]*script, file string) {
+	if cur, ok := current[file]; ok && next[file] != cur {
+		next[file] = cur
+		return
+	}
+	delete(next, file)
+}
+
+// apply installs the settled set and registers its tools.
+func (ss *scriptSet) apply(next map[string]*script, problems map[string]error) {
+	set, _ := ss.merge(next)
+	ss.mu.Lock()
+	old := ss.byName
+	ss.byName, ss.byFile = set, next
+	oldProblems := ss.problems
+	ss.problems = problems
+	ss.mu.Unlock()
+
+	for name, sc := range set {
+		if prev, ok := old[name]; ok && prev == sc {
+			continue
+		}
+		if sc.manifest().Tool {
+			ss.addTool(sc)
+			ss.log.Info("script tool loaded", "tool", "vm_"+name, "file", sc.file)
+		} else if prev, ok := old[name]; ok && prev.manifest().Tool {
+			ss.removeTool("vm_" + name)
+		}
+	}
+	for name, prev := range old {
+		if _, still := set[name]; !still && prev.manifest().Tool {
+			ss.removeTool("vm_" + name)
+			ss.log.Info("script tool removed", "tool", "vm_"+name, "file", prev.file)
+		}
+	}
+	for file := range oldProblems {
+		if _, still := problems[file]; !still {
+			ss.setProblem("script "+file, "")
+		}
+	}
+	for file, err := range problems {
+		ss.setProblem("script "+file, oneLine(err.Error()))
+		ss.log.Warn("script not loaded; the previous version (if any) stays live", "file", file, "err", err)
+	}
+}
+
+// The server hooks; a set without a server (check, replay) has no tools.
+func (ss *scriptSet) addTool(sc *script) {
+	if ss.srv != nil {
+		ss.srv.AddTool(ss.scriptTool(sc))
+	}
+}
+
+func (ss *scriptSet) removeTool(name string) {
+	if ss.srv != nil {
+		ss.srv.RemoveTool(name)
+	}
+}
+
+func (ss *scriptSet) setProblem(source, problem string) {
+	if ss.srv != nil {
+		ss.srv.SetProblem(source, problem)
+	}
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// debounce is how long the watcher waits for a burst of events (an editor's
+// save, an atomic rename) to end before it rescans.
+const debounce = 100 * time.Millisecond
+
+// WatchScripts rescans the scripts directory whenever it changes, until ctx
+// ends. Watching the directory (not the files) sees in-place writes, atomic
+// renames, vim-style saves and deletes alike.
+func (s *Server) WatchScripts(ctx context.Context) error {
+	ss := s.scripts
+	if ss == nil || ss.dir == "" {
+		return nil
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	if err := w.Add(ss.dir); err != nil {
+		w.Close()
+		return fmt.Errorf("watch %s: %w", ss.dir, err)
+	}
+	go func() {
+		defer w.Close()
+		var timer <-chan time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if ev.Op == fsnotify.Chmod || !isScriptFile(ev.Name) {
+					continue
+				}
+				timer = time.After(debounce)
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				s.log.Warn("scripts watcher", "err", err)
+				timer = time.After(debounce)
+			case <-timer:
+				timer = nil
+				ss.rescan(ctx)
+			}
+		}
+	}()
+	return nil
+}

@@ -1,0 +1,259 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// An argument struct declares a tool's input with tags, so the schema the
+// client sees and the checks the server makes come from one place:
+//
+//	VMID int     `json:"vmid" desc:"the VM"`                       // required: no omitempty
+//	Wait float64 `json:"wait,omitempty" desc:"..." default:"30" min:"0" max:"50"`
+//	Button string `json:"button,omitempty" enum:"left,middle,right" default:"left"`
+//
+// Supported field types: string, bool, int, float64, *bool (a default of
+// true), map[string]string (free params).
+
+// param is one property of a tool's input.
+type param struct {
+	name     string
+	kind     string // string, integer, number, boolean, object
+	desc     string
+	def      any // nil: no default
+	min, max *float64
+	enum     []string
+	required bool
+	field    int // index in the struct; -1 for dynamic params
+}
+
+// spec is a tool's input: its parameters in declaration order.
+type spec struct {
+	params []param
+}
+
+// specOf reads the tags of the argument struct type t.
+func specOf(t reflect.Type) spec {
+	var s spec
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		p := param{name: name, desc: f.Tag.Get("desc"), field: i, required: !strings.Contains(opts, "omitempty")}
+		switch f.Type.Kind() {
+		case reflect.String:
+			p.kind = "string"
+		case reflect.Bool:
+			p.kind = "boolean"
+		case reflect.Pointer:
+			if f.Type.Elem().Kind() != reflect.Bool {
+				panic(fmt.Sprintf("%s.%s: only *bool pointers", t, f.Name))
+			}
+			p.kind = "boolean"
+		case reflect.Int, reflect.Int64:
+			p.kind = "integer"
+		case reflect.Float64:
+			p.kind = "number"
+		case reflect.Map:
+			p.kind = "object"
+		default:
+			panic(fmt.Sprintf("%s.%s: unsupported type %s", t, f.Name, f.Type))
+		}
+		if d, ok := f.Tag.Lookup("default"); ok {
+			p.def = parseDefault(p.kind, d)
+			p.required = false
+		}
+		for _, b := range []struct {
+			tag string
+			dst **float64
+		}{{"min", &p.min}, {"max", &p.max}} {
+			if v, ok := f.Tag.Lookup(b.tag); ok {
+				n, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					panic(fmt.Sprintf("%s.%s: %s tag %q", t, f.Name, b.tag, v))
+				}
+				*b.dst = &n
+			}
+		}
+		if e, ok := f.Tag.Lookup("enum"); ok {
+			p.enum = strings.Split(e, ",")
+		}
+		s.params = append(s.params, p)
+	}
+	return s
+}
+
+func parseDefault(kind, v string) any {
+	switch kind {
+	case "boolean":
+		return v == "true"
+	case "integer":
+		n, _ := strconv.Atoi(v)
+		return n
+	case "number":
+		n, _ := strconv.ParseFloat(v, 64)
+		return n
+	}
+	return v
+}
+
+// schema renders the JSON Schema of the input, properties sorted by name so
+// golden files are stable.
+func (s spec) schema() json.RawMessage {
+	props := map[string]any{}
+	var required []string
+	for _, p := range s.params {
+		prop := map[string]any{"type": p.kind}
+		if p.desc != "" {
+			prop["description"] = p.desc
+		}
+		if p.def != nil {
+			prop["default"] = p.def
+		}
+		if p.min != nil {
+			prop["minimum"] = *p.min
+		}
+		if p.max != nil {
+			prop["maximum"] = *p.max
+		}
+		if len(p.enum) > 0 {
+			prop["enum"] = p.enum
+		}
+		if p.kind == "object" {
+			prop["additionalProperties"] = map[string]any{"type": "string"}
+		}
+		props[p.name] = prop
+		if p.required {
+			required = append(required, p.name)
+		}
+	}
+	sort.Strings(required)
+	out := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// argError is a call with bad arguments: the model reads it and retries.
+type argError struct{ msg string }
+
+func (e *argError) Error() string { return e.msg }
+
+// decode checks raw arguments against the spec and fills dst (a pointer to
+// the argument struct) with defaults and the given values. Unknown names,
+// wrong types, missing required ones and values out of range are refused,
+// all named at once.
+func (s spec) decode(raw json.RawMessage, dst any) error {
+	var given map[string]json.RawMessage
+	if len(bytes.TrimSpace(raw)) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &given); err != nil {
+			return &argError{"arguments must be a JSON object"}
+		}
+	}
+	v := reflect.ValueOf(dst).Elem()
+	known := map[string]bool{}
+	var problems []string
+	for _, p := range s.params {
+		known[p.name] = true
+		rawVal, ok := given[p.name]
+		if !ok || string(rawVal) == "null" {
+			if p.required {
+				problems = append(problems, fmt.Sprintf("%s is required", p.name))
+			} else if p.def != nil {
+				setDefault(v.Field(p.field), p.def)
+			}
+			continue
+		}
+		f := v.Field(p.field)
+		if err := json.Unmarshal(rawVal, f.Addr().Interface()); err != nil {
+			problems = append(problems, fmt.Sprintf("%s must be %s", p.name, article(p.kind)))
+			continue
+		}
+		if msg := p.check(f); msg != "" {
+			problems = append(problems, msg)
+		}
+	}
+	var unknown []string
+	for name := range given {
+		if !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	for _, name := range unknown {
+		problems = append(problems, fmt.Sprintf("unknown argument %s", name))
+	}
+	if len(problems) > 0 {
+		return &argError{strings.Join(problems, "; ")}
+	}
+	return nil
+}
+
+func setDefault(f reflect.Value, def any) {
+	if f.Kind() == reflect.Pointer {
+		b := def.(bool)
+		f.Set(reflect.ValueOf(&b))
+		return
+	}
+	f.Set(reflect.ValueOf(def).Convert(f.Type()))
+}
+
+// check tests a decoded value against min, max and enum.
+func (p param) check(f reflect.Value) string {
+	var n float64
+	switch f.Kind() {
+	case reflect.Int, reflect.Int64:
+		n = float64(f.Int())
+	case reflect.Float64:
+		n = f.Float()
+		if math.IsNaN(n) || math.IsInf(n, 0) {
+			return fmt.Sprintf("%s must be a finite number", p.name)
+		}
+	case reflect.String:
+		if len(p.enum) > 0 {
+			for _, e := range p.enum {
+				if f.String() == e {
+					return ""
+				}
+			}
+			return fmt.Sprintf("%s must be one of %s (got %q)", p.name, strings.Join(p.enum, ", "), f.String())
+		}
+		return ""
+	default:
+		return ""
+	}
+	if p.min != nil && n < *p.min {
+		return fmt.Sprintf("%s must be at least %g (got %g)", p.name, *p.min, n)
+	}
+	if p.max != nil && n > *p.max {
+		return fmt.Sprintf("%s must be at most %g (got %g)", p.name, *p.max, n)
+	}
+	return ""
+}
+
+func article(kind string) string {
+	switch kind {
+	case "integer":
+		return "an integer"
+	case "object":
+		return "an object of strings"
+	}
+	return "a " + kind
+}

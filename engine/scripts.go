@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/poligon/poligon/recipes"
+	"github.com/poligon/poligon/runtime"
+	"github.com/poligon/poligon/runtime/js"
+	"github.com/poligon/poligon/runtime/wasm"
+	"github.com/poligon/poligon/scripts"
+)
+
+// A script is a JS or Wasm module loaded from the shipped scripts/ and
+// recipes/ (embedded in the binary) or from the scripts directory. Tool
+// scripts become vm_<name>; recipes are callable from scripts only.
+
+// script is one loaded script.
+type script struct {
+	name   string
+	file   string // where it came from: "shipped:login.js" or a path
+	source []byte
+	sum    string
+	module runtime.Module
+}
+
+func (s *script) manifest() runtime.Manifest { return s.module.Manifest() }
+
+// maxRecipeDepth bounds recipe nesting (a script calling a recipe calling a
+// recipe ...).
+const maxRecipeDepth = 3
+
+// scriptSet is every loaded script. The zero value is not usable.
+type scriptSet struct {
+	srv  *Server // nil for `poligon check` and `poligon replay`: no tools
+	log  *slog.Logger
+	wasm *wasm.Engine
+	dir  string // the watched directory; "" for none
+
+	mu       sync.RWMutex
+	byName   map[string]*script
+	shipped  map[string]*script // by name, as embedded
+	byFile   map[string]*script // the directory's scripts by path
+	problems map[string]error   // by file
+}
+
+// source is one file to load.
+type source struct {
+	file string
+	data []byte
+}
+
+func (s *source) sum() string {
+	h := sha256.Sum256(s.data)
+	return hex.EncodeToString(h[:])
+}
+
+// shippedSources answers the embedded scripts and recipes.
+func shippedSources() ([]source, error) {
+	var out []source
+	for _, fsys := range []fs.FS{scripts.FS, recipes.FS} {
+		err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !isScriptFile(path) {
+				return err
+			}
+			data, err := fs.ReadFile(fsys, path)
+			out = append(out, source{file: "shipped:" + path, data: data})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func isScriptFile(name string) bool {
+	return strings.HasSuffix(name, ".js") || strings.HasSuffix(name, ".wasm")
+}
+
+// dirSources reads the scripts directory (not recursive). A missing
+// directory holds no scripts.
+func dirSources(dir string) ([]source, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []source
+	for _, e := range entries {
+		if e.IsDir() || !isScriptFile(e.Name()) || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue // removed while we read: the next rescan sees it gone
+		}
+		out = append(out, source{file: path, data: data})
+	}
+	return out, nil
+}
+
+// compile loads one file with the runtime its extension names.
+func (ss *scriptSet) compile(ctx context.Context, src source) (*script, error) {
+	var m runtime.Module
+	var err error
+	if strings.HasSuffix(src.file, ".wasm") {
+		m, err = ss.wasm.Load(ctx, src.file, src.data)
+	} else {
+		m, err = js.Load(src.file, src.data, js.Options{Resolve: ss.resolve, Logger: ss.log})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &script{name: m.Manifest().Name, file: src.file, source: src.data, sum: src.sum(), module: m}, nil
+}
+
+// resolve answers another script's source for require().
+func (ss *scriptSet) resolve(name string) ([]byte, string, error) {
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	sc, ok := ss.byName[name]
+	if !ok || strings.HasSuffix(sc.file, ".wasm") {
+		return nil, "", fmt.Errorf("no JavaScript script or recipe named %q", name)
+	}
+	return sc.source, sc.file, nil
+}
+
+// lookup answers a loaded script by name.
+func (ss *scriptSet) lookup(name string) (*script, bool) {
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	sc, ok := ss.byName[name]
+	return sc, ok
+}
+
+// check validates a set of scripts against each other and the built-in
+// tools: tool names must not collide, recipe calls must name a script and
+// only its params, and recipe chains nest at most maxRecipeDepth deep.
+// It answers the problem of each script at fault.
+func (ss *scriptSet) check(set map[string]*script) map[string]error {
+	problems := map[string]error{}
+	for name, sc := range set {
+		m := sc.manifest()
+		if m.Tool && builtinNames()["vm_"+name] {
+			problems[name] = fmt.Errorf("tool vm_%s collides with a built-in tool", name)
+			continue
+		}
+		for _, rc := range m.Recipes {
+			target, ok := set[rc.Name]
+			if !ok {
+				problems[name] = fmt.Errorf("calls unknown recipe %q", rc.Name)
+				break
+			}
+			declared := map[string]bool{}
+			for _, p := range target.manifest().Params {
+				declared[p.Name] = true
+			}
+			for _, p := range rc.Params {
+				if !declared[p] {
+					problems[name] = fmt.Errorf("passes unknown param %q to recipe %s", p, rc.Name)
+				}
+			}
+		}
+	}
+	for name := range set {
+		if _, bad := problems[name]; bad {
+			continue
+		}
+		if depth, chain := recipeDepth(set, name, nil); depth > maxRecipeDepth {
+			problems[name] = fmt.Errorf("recipes nest %d deep (%s), at most %d", depth, strings.Join(chain, " -> "), maxRecipeDepth)
+		}
+	}
+	return problems
+}
+
+// recipeDepth answers the longest chain of literal recipe calls from name
+// (a cycle counts as too deep) and the chain itself.
+func recipeDepth(set map[string]*script, name string, path []string) (int, []string) {
+	path = append(path, name)
+	for _, p := range path[:len(path)-1] {
+		if p == name {
+			return maxRecipeDepth + 1, path
+		}
+	}
+	if len(path) > maxRecipeDepth+1 {
+		return len(path) - 1, path
+	}
+	best, bestChain := 0, path
+	sc, ok := set[name]
+	if !ok {
+		return 0, path
+	}
+	for _, rc := range sc.manifest().Recipes {
+		d, chain := recipeDepth(set, rc.Name, path)
+		if d+1 > best {
+			best, bestChain = d+1, chain
+		}
+	}
+	return best, bestChain
+}
+
+// problemList answers the load problems, sorted, for /readyz and check.
+func (ss *scriptSet) problemList() []string {
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	var out []string
+	for file, err := range ss.problems {
+		out = append(out, fmt.Sprintf("%s: %v", file, err))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// builtinNames answers the names of the built-in tools.
+var builtinNames = sync.OnceValue(func() map[string]bool {
+	names := map[string]bool{}
+	for _, t := range builtinTools() {
+		names[t.Name] = true
+	}
+	return names
+})

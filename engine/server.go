@@ -1,0 +1,328 @@
+// Package engine is poligon's MCP surface: the tool registry, the built-in
+// tools, callers and credentials, benches, the audit log, metrics and the
+// HTTP endpoints. A built-in tool is a thin adapter: MCP arguments -> one
+// hostapi call -> an MCP answer.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/hostapi"
+)
+
+// Version is set by the build (-ldflags -X).
+var Version = "dev"
+
+// Server is one poligon instance: its benches, tools and the MCP server
+// that serves them.
+type Server struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	env     *hostapi.Env
+	benches map[string]*bench
+	audit   *auditLog
+	metrics *metrics
+	mcp     *mcp.Server
+	scripts *scriptSet // nil until LoadScripts
+	started time.Time
+
+	mu       sync.RWMutex
+	tools    map[string]*Tool
+	problems map[string]string // source -> problem, shown by /readyz
+
+	inflight sync.WaitGroup
+}
+
+// Options are what the CLI decides beyond the config.
+type Options struct {
+	Logger *slog.Logger
+	// Transport names how callers reach this instance ("stdio", "http",
+	// "cli"), for the audit log.
+	Transport string
+}
+
+// New builds a server from a checked config: its benches and the built-in
+// tools. It does not start listening.
+func New(cfg *config.Config, opts Options) (*Server, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{
+		cfg: cfg,
+		log: log,
+		env: &hostapi.Env{
+			Evidence: cfg.EvidenceDir,
+			Locks:    hostapi.NewLocks(),
+			Logger:   log,
+			MaxWait:  cfg.Limits.MaxWait.Duration,
+			BusyWait: cfg.Limits.BusyWait.Duration,
+		},
+		benches:  map[string]*bench{},
+		tools:    map[string]*Tool{},
+		problems: map[string]string{},
+		started:  time.Now(),
+	}
+	for _, bc := range cfg.Benches {
+		b, err := openBench(bc, log)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("bench %s: %w", bc.Name, err)
+		}
+		s.benches[bc.Name] = b
+	}
+	audit, err := openAudit(cfg.AuditLog)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.audit = audit
+	s.metrics = newMetrics(s)
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "poligon", Version: Version}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Logger:       log,
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:   &mcp.ToolCapabilities{ListChanged: true},
+			Logging: &mcp.LoggingCapabilities{},
+		},
+	})
+	for _, t := range builtinTools() {
+		s.AddTool(t)
+	}
+	return s, nil
+}
+
+const instructions = `poligon gives you disposable VMs to reproduce bugs on. Clone a template (vm_list_templates, vm_clone), ` +
+	`start it (vm_start, vm_wait_boot), run commands (vm_exec, vm_run for long ones), drive its screen (ui_screenshot, ` +
+	`ui_type, ui_key, ui_click) and destroy it when done (vm_destroy). Only VMs named <owner>-repro-* are yours. ` +
+	`Waits are capped at 50 s: when an answer says "call again" or names a upid, call again.`
+
+// MCP answers the MCP server (for stdio, in-memory tests and HTTP).
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// Config answers the effective config.
+func (s *Server) Config() *config.Config { return s.cfg }
+
+// Env answers the environment shared by every session.
+func (s *Server) Env() *hostapi.Env { return s.env }
+
+// AddTool registers (or replaces) a tool; clients get list_changed.
+func (s *Server) AddTool(t *Tool) {
+	s.mu.Lock()
+	s.tools[t.Name] = t
+	s.mu.Unlock()
+	s.mcp.AddTool(t.def(), s.handler(t))
+}
+
+// RemoveTool unregisters a tool; clients get list_changed.
+func (s *Server) RemoveTool(name string) {
+	s.mu.Lock()
+	delete(s.tools, name)
+	s.mu.Unlock()
+	s.mcp.RemoveTools(name)
+}
+
+// Tool answers a registered tool.
+func (s *Server) Tool(name string) (*Tool, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.tools[name]
+	return t, ok
+}
+
+// ToolNames lists the registered tools, sorted.
+func (s *Server) ToolNames() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	names := make([]string, 0, len(s.tools))
+	for n := range s.tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// SetProblem records (or with "" clears) a readiness problem from source.
+func (s *Server) SetProblem(source, problem string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if problem == "" {
+		delete(s.problems, source)
+	} else {
+		s.problems[source] = problem
+	}
+}
+
+// Problems lists what keeps this instance from serving as configured.
+func (s *Server) Problems() []string {
+	var out []string
+	if d := s.cfg.EvidenceDir; d != "" {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			out = append(out, "evidence directory is gone (an unmounted volume?)")
+		}
+	}
+	for _, name := range s.benchNames() {
+		for _, p := range s.benches[name].check() {
+			out = append(out, fmt.Sprintf("bench %s: %s", name, p))
+		}
+	}
+	s.mu.RLock()
+	for src, p := range s.problems {
+		out = append(out, src+": "+p)
+	}
+	s.mu.RUnlock()
+	sort.Strings(out)
+	return out
+}
+
+func (s *Server) benchNames() []string {
+	names := make([]string, 0, len(s.benches))
+	for n := range s.benches {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// handler wraps a tool for the MCP server: who calls, on which bench,
+// with which arguments; then the tool; then the audit line and metrics.
+func (s *Server) handler(t *Tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		start := time.Now()
+		rec := auditRecord{Tool: t.Name, Transport: "stdio"}
+		res, err := s.call(ctx, t, req, &rec)
+		rec.Ms = time.Since(start).Seconds() * 1000
+		switch {
+		case err != nil:
+			rec.Outcome, rec.Error = "failed", err.Error()
+		case res.IsError:
+			rec.Outcome, rec.Error = "error", firstLine(res)
+		default:
+			rec.Outcome = "ok"
+		}
+		s.audit.write(rec)
+		s.metrics.observe(t.Name, rec.Outcome, time.Since(start))
+		return res, err
+	}
+}
+
+// call resolves the caller and the bench, decodes the arguments and runs
+// the tool. A refusal is a tool error; only a server failure is a Go error.
+func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, rec *auditRecord) (*mcp.CallToolResult, error) {
+	c, err := s.callerOf(req)
+	if req.Extra != nil && req.Extra.Header != nil {
+		rec.Transport = "http"
+	}
+	rec.Caller = c.id
+	if err != nil {
+		return errorResult(err), nil
+	}
+	raw, benchName, err := splitBench(req.Params.Arguments)
+	rec.Bench = benchName
+	if err != nil {
+		return errorResult(err), nil
+	}
+	args, err := t.Decode(raw)
+	rec.Args = redact(t, raw)
+	if err != nil {
+		return errorResult(err), nil
+	}
+	if t.VMID != nil {
+		rec.VMID = t.VMID(args)
+	}
+	sess, err := s.Session(ctx, c, benchName)
+	if err != nil {
+		return errorResult(err), nil
+	}
+	rec.Bench = sess.Bench()
+	sess.WithProgress(progressTo(ctx, req))
+	res, err := t.Handle(ctx, &Call{Tool: t, Session: sess, Args: args, Request: req, Server: s})
+	if err != nil {
+		// A backend's failure is still the model's to read: as a Go error it
+		// would only see "internal error".
+		return errorResult(err), nil
+	}
+	return res, nil
+}
+
+// Session opens a hostapi session for a caller on a bench ("" = default).
+func (s *Server) Session(ctx context.Context, c Caller, benchName string) (*hostapi.Session, error) {
+	if benchName == "" {
+		benchName = s.cfg.DefaultBench
+	}
+	b, ok := s.benches[benchName]
+	if !ok {
+		return nil, hostapi.Failf("benches: "+strings.Join(s.benchNames(), ", "), "unknown bench %q", benchName)
+	}
+	be, lockNS, err := b.backend(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return hostapi.NewSession(ctx, s.env, hostapi.Caller{Owner: c.owner}, lockNS, be)
+}
+
+// progressTo sends MCP progress notifications when the client gave a
+// progress token.
+func progressTo(ctx context.Context, req *mcp.CallToolRequest) hostapi.Progress {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return nil
+	}
+	return func(msg string, elapsed, total time.Duration) {
+		req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token,
+			Message:       msg,
+			Progress:      elapsed.Seconds(),
+			Total:         total.Seconds(),
+		})
+	}
+}
+
+func firstLine(res *mcp.CallToolResult) string {
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			line, _, _ := strings.Cut(t.Text, "\n")
+			return line
+		}
+	}
+	return ""
+}
+
+// Wait blocks until the calls in flight have finished or ctx ends.
+func (s *Server) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close releases the benches' connections. Running VMs keep running.
+func (s *Server) Close() error {
+	for _, b := range s.benches {
+		b.close()
+	}
+	if s.audit != nil {
+		s.audit.close()
+	}
+	if s.scripts != nil {
+		s.scripts.wasm.Close(context.Background())
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/hostapi"
+)
+
+// Tool is data: a definition the client lists and a handler the server
+// calls. Whether a tool is read-only, destructive or idempotent is declared
+// once, in its annotations.
+type Tool struct {
+	Name        string
+	Description string
+	Annotations mcp.ToolAnnotations
+	// Schema is the input schema the client sees (bench included).
+	Schema json.RawMessage
+	// Decode checks raw arguments (bench already taken out) and answers the
+	// value Handle gets in Call.Args.
+	Decode func(raw json.RawMessage) (any, error)
+	// Handle runs a call whose arguments were already checked.
+	Handle func(ctx context.Context, c *Call) (*mcp.CallToolResult, error)
+	// Redact lists argument names whose values never reach the audit log
+	// (typed text, file contents, passwords).
+	Redact []string
+	// VMID answers the vmid a call acts on, for the audit log (0: none).
+	VMID func(args any) int
+	// script is set for the tools scripts serve.
+	script *script
+}
+
+// Call is one tool call: the caller's session on the bench and the decoded
+// arguments.
+type Call struct {
+	Tool    *Tool
+	Session *hostapi.Session
+	Args    any
+	Request *mcp.CallToolRequest
+	Server  *Server
+}
+
+// def answers the MCP definition of the tool.
+func (t *Tool) def() *mcp.Tool {
+	return &mcp.Tool{
+		Name:        t.Name,
+		Description: t.Description,
+		InputSchema: t.Schema,
+		Annotations: &t.Annotations,
+	}
+}
+
+// benchParam is the argument every tool takes.
+var benchParam = param{name: "bench", kind: "string", desc: "which bench (stand) to run on; default: the server's default bench", field: -1}
+
+// newTool builds a tool from a typed handler: In is the argument struct
+// whose tags declare the input (see schema.go).
+func newTool[In any](name, desc string, ann mcp.ToolAnnotations, handle func(ctx context.Context, c *Call, in *In) (*mcp.CallToolResult, error)) *Tool {
+	sp := specOf(reflect.TypeFor[In]())
+	shown := spec{params: append(append([]param{}, sp.params...), benchParam)}
+	t := &Tool{
+		Name: name, Description: desc, Annotations: ann, Schema: shown.schema(),
+		Decode: func(raw json.RawMessage) (any, error) {
+			in := new(In)
+			return in, sp.decode(raw, in)
+		},
+		Handle: func(ctx context.Context, c *Call) (*mcp.CallToolResult, error) {
+			return handle(ctx, c, c.Args.(*In))
+		},
+	}
+	if _, ok := reflect.TypeFor[In]().FieldByName("VMID"); ok {
+		t.VMID = func(args any) int { return int(reflect.ValueOf(args).Elem().FieldByName("VMID").Int()) }
+	}
+	return t
+}
+
+// splitBench takes the bench argument out of raw arguments.
+func splitBench(raw json.RawMessage) (json.RawMessage, string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return raw, "", nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, "", &argError{"arguments must be a JSON object"}
+	}
+	b, ok := m["bench"]
+	if !ok {
+		return raw, "", nil
+	}
+	var bench string
+	if err := json.Unmarshal(b, &bench); err != nil {
+		return nil, "", &argError{"bench must be a string"}
+	}
+	delete(m, "bench")
+	raw, _ = json.Marshal(m)
+	return raw, bench, nil
+}
+
+// Results.
+
+// text answers plain text.
+func text(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// errorResult renders an error the model should read: "error: ..." and,
+// when there is one, a "hint: ..." line.
+func errorResult(err error) *mcp.CallToolResult {
+	msg := "error: " + err.Error()
+	if hint := hostapi.HintOf(err); hint != "" {
+		msg += "\nhint: " + hint
+	}
+	var ae *argError
+	if errors.As(err, &ae) {
+		msg = "error: invalid arguments: " + ae.msg + "\nhint: the tool's input schema lists every argument, its type and range"
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// tsv renders rows as tab-separated lines, tabs and newlines in values
+// replaced so a row stays a row.
+func tsv(rows [][]string) string {
+	var b strings.Builder
+	clean := strings.NewReplacer("\t", " ", "\n", " ", "\r", " ")
+	for _, r := range rows {
+		for i, v := range r {
+			if i > 0 {
+				b.WriteByte('\t')
+			}
+			b.WriteString(clean.Replace(v))
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// withImage adds a PNG to a result.
+func withImage(res *mcp.CallToolResult, png []byte) *mcp.CallToolResult {
+	res.Content = append(res.Content, &mcp.ImageContent{MIMEType: "image/png", Data: png})
+	return res
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Annotation sets.
+var (
+	readOnly    = mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false), DestructiveHint: ptr(false)}
+	mutating    = mcp.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}
+	idempotent  = mcp.ToolAnnotations{DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}
+	destructive = mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)}
+)

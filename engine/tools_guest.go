@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/hostapi"
+)
+
+// The guest tools: commands and files through the guest agent.
+
+type execArgs struct {
+	VMID    int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Command string `json:"command" desc:"a shell command, run as root by /bin/sh with umask 022, in the guest's own locale (prefix LC_ALL=C for English output)"`
+	Timeout int    `json:"timeout,omitempty" desc:"seconds the command may run; longer ones belong in vm_run" default:"120" min:"1" max:"3600"`
+}
+
+type runArgs struct {
+	VMID    int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Command string  `json:"command" desc:"a long shell command (dist-upgrade, a build, a reboot), run detached as root; call again with the same command to keep waiting"`
+	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait for it, at most 50" default:"45" min:"0" max:"50"`
+	Restart bool    `json:"restart,omitempty" desc:"run it again although a run of the same command finished" default:"false"`
+}
+
+type execGUIArgs struct {
+	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Command    string  `json:"command" desc:"the program to launch in the desktop session, e.g. kcalc or gedit /etc/hosts"`
+	User       string  `json:"user,omitempty" desc:"the desktop user whose session it joins" default:"test"`
+	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with a screenshot once the screen settles or wait_window shows" default:"false"`
+	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"5000" min:"0" max:"50000"`
+	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot (0.5 for a cheap look); coordinates stay full-size" min:"0" max:"1"`
+	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
+}
+
+type fileReadArgs struct {
+	VMID     int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Path     string `json:"path" desc:"absolute path of the file in the guest"`
+	Offset   int    `json:"offset,omitempty" desc:"byte offset to start at (continue a truncated read)" default:"0" min:"0"`
+	MaxBytes int    `json:"max_bytes,omitempty" desc:"bytes to read at most" default:"16384" min:"1" max:"1048576"`
+}
+
+type fileWriteArgs struct {
+	VMID          int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Path          string `json:"path" desc:"absolute path of the file in the guest; it is replaced"`
+	ContentBase64 string `json:"content_base64" desc:"the file's content, base64"`
+}
+
+func guestTools() []*Tool {
+	write := newTool("vm_file_write", "Write a file into the guest (yours only), replacing it.", idempotent, fileWrite)
+	write.Redact = []string{"content_base64"}
+	return []*Tool{
+		newTool("vm_exec", "Run a shell command in the guest as root via the guest agent, with umask 022, in the guest's own locale; answers exit N, then stdout as is, then stderr after a --- stderr line when there is any. A command with non-ASCII bytes travels base64-encoded.",
+			mutating, execTool),
+		newTool("vm_run", "Run a long command detached as root (dist-upgrade, a reboot, a build) and wait up to wait s (max 50): done exit N after S s, failed exit N ... or running for S s, then the last 20 lines of its output. Call again with the same command to keep waiting; a finished run is reported, not repeated (restart=true runs it again); an agent that stops answering across a reboot is waited for. State lives in /var/tmp/poligon-run in the guest.",
+			mutating, runTool),
+		newTool("vm_exec_gui", "Launch a GUI program inside the user's desktop session, detached, with the session's own DISPLAY/XAUTHORITY/WAYLAND_DISPLAY/DBUS_SESSION_BUS_ADDRESS/LANG/LC_* (read from the session's processes); answers whether it still runs after 2 s and its first output lines.",
+			mutating, execGUI),
+		newTool("vm_file_read", "Read a file from the guest: text as is, a window of max_bytes from offset with a last line ... truncated at N of M bytes, continue with offset=N; a PNG or JPEG comes back as an image.",
+			readOnly, fileRead),
+		write,
+	}
+}
+
+// execAnswer renders a finished command: exit N, stdout, then stderr after
+// a --- stderr line.
+func execAnswer(r hostapi.ExecResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "exit %d\n", r.Exit)
+	if r.Signal != 0 {
+		fmt.Fprintf(&b, "(killed by signal %d)\n", r.Signal)
+	}
+	b.WriteString(safeText(r.Stdout))
+	if len(r.Stderr) > 0 {
+		if len(r.Stdout) > 0 && !bytes.HasSuffix(r.Stdout, []byte("\n")) {
+			b.WriteByte('\n')
+		}
+		b.WriteString("--- stderr\n")
+		b.WriteString(safeText(r.Stderr))
+	}
+	if r.Truncated {
+		b.WriteString("\n(output truncated by the guest agent: redirect it to a file and read that with vm_file_read)")
+	}
+	return b.String()
+}
+
+// safeText keeps valid UTF-8 as is and marks invalid bytes.
+func safeText(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+func execTool(ctx context.Context, c *Call, in *execArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		r, err := v.Exec(ctx, in.Command, time.Duration(in.Timeout)*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		return text("%s", execAnswer(r)), nil
+	})
+}
+
+func runTool(ctx context.Context, c *Call, in *runArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		st, err := v.Run(ctx, in.Command, in.Wait, in.Restart)
+		if err != nil {
+			return nil, err
+		}
+		var head string
+		switch st.State {
+		case "done", "failed":
+			head = fmt.Sprintf("%s exit %d after %.0f s", st.State, st.Exit, st.Elapsed.Seconds())
+		default:
+			head = fmt.Sprintf("running for %.0f s: call vm_run again with the same command to keep waiting", st.Elapsed.Seconds())
+		}
+		if st.Note != "" {
+			head += "\n(" + st.Note + ")"
+		}
+		if st.Tail != "" {
+			head += "\n" + st.Tail
+		}
+		return text("%s", head), nil
+	})
+}
+
+func execGUI(ctx context.Context, c *Call, in *execGUIArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		r, err := v.ExecGUI(ctx, in.Command, in.User)
+		if err != nil {
+			return nil, err
+		}
+		head := "running after 2 s"
+		if !r.Running {
+			head = fmt.Sprintf("exited %d within 2 s", r.Exit)
+		}
+		res := text("%s\n%s", head, r.Output)
+		if !in.Screenshot {
+			return res, nil
+		}
+		return afterAction(ctx, v, res, actionShot{SettleMs: in.SettleMs, Scale: in.Scale, WaitWindow: in.WaitWindow, User: in.User})
+	})
+}
+
+// imageType answers the MIME type of a PNG or JPEG.
+func imageType(b []byte) string {
+	switch {
+	case bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")):
+		return "image/png"
+	case bytes.HasPrefix(b, []byte{0xFF, 0xD8, 0xFF}):
+		return "image/jpeg"
+	}
+	return ""
+}
+
+// maxImage is the largest image vm_file_read returns whole.
+const maxImage = 8 << 20
+
+func fileRead(ctx context.Context, c *Call, in *fileReadArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		data, size, err := v.ReadFile(ctx, in.Path, int64(in.Offset), int64(in.MaxBytes))
+		if err != nil {
+			return nil, err
+		}
+		if mime := imageType(data); mime != "" && in.Offset == 0 {
+			if size > int64(len(data)) && size <= maxImage {
+				if data, _, err = v.ReadFile(ctx, in.Path, 0, size); err != nil {
+					return nil, err
+				}
+			}
+			if int64(len(data)) == size {
+				return &mcp.CallToolResult{Content: []mcp.Content{
+					&mcp.TextContent{Text: fmt.Sprintf("%s: %s, %d bytes", in.Path, mime, size)},
+					&mcp.ImageContent{MIMEType: mime, Data: data},
+				}}, nil
+			}
+		}
+		var b strings.Builder
+		if utf8.Valid(data) || utf8.Valid(trimPartialRune(data)) {
+			b.Write(data)
+		} else {
+			fmt.Fprintf(&b, "(binary: %d bytes as base64)\n%s", len(data), base64.StdEncoding.EncodeToString(data))
+		}
+		end := int64(in.Offset) + int64(len(data))
+		if end < size {
+			if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+				b.WriteByte('\n')
+			}
+			fmt.Fprintf(&b, "… truncated at %d of %d bytes, continue with offset=%d", end, size, end)
+		}
+		return text("%s", b.String()), nil
+	})
+}
+
+// trimPartialRune drops a multi-byte character cut by the window's end, so
+// a text window is not mistaken for binary.
+func trimPartialRune(b []byte) []byte {
+	for i := 0; i < utf8.UTFMax && i < len(b); i++ {
+		if utf8.Valid(b[:len(b)-i]) {
+			return b[:len(b)-i]
+		}
+	}
+	return b
+}
+
+func fileWrite(ctx context.Context, c *Call, in *fileWriteArgs) (*mcp.CallToolResult, error) {
+	data, err := base64.StdEncoding.DecodeString(in.ContentBase64)
+	if err != nil {
+		return nil, hostapi.Failf("content_base64 is standard base64 with padding", "content_base64 is not valid base64: %v", err)
+	}
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		if err := v.WriteFile(ctx, in.Path, data); err != nil {
+			return nil, err
+		}
+		return text("ok: wrote %d bytes to %s", len(data), in.Path), nil
+	})
+}

@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/hostapi"
+)
+
+// The installer tools: ISOs, VMs that boot from one, their disks and CD.
+
+type isoListArgs struct {
+	Filter  string `json:"filter,omitempty" desc:"a substring of the ISO's name"`
+	Storage string `json:"storage,omitempty" desc:"the storage to list (Proxmox); default: the bench's ISO storage"`
+}
+
+type createISOArgs struct {
+	Name    string `json:"name" desc:"the VM's name; it becomes <owner>-repro-<name>"`
+	ISO     string `json:"iso" desc:"the installer image, a volid from iso_list"`
+	DiskGB  int    `json:"disk_gb,omitempty" desc:"size of each disk in GB" default:"32" min:"1" max:"4096"`
+	MemMB   int    `json:"mem_mb,omitempty" desc:"memory in MB" default:"4096" min:"64" max:"262144"`
+	Cores   int    `json:"cores,omitempty" desc:"CPU cores" default:"2" min:"1" max:"64"`
+	Disks   int    `json:"disks,omitempty" desc:"how many disks (RAID installs want several)" default:"1" min:"1" max:"8"`
+	UEFI    bool   `json:"uefi,omitempty" desc:"boot with UEFI (OVMF) instead of BIOS" default:"false"`
+	Pool    string `json:"pool,omitempty" desc:"the pool to create it in, when you have several (Proxmox)"`
+	Storage string `json:"storage,omitempty" desc:"the storage for its disks (Proxmox)"`
+}
+
+type diskResizeArgs struct {
+	VMID   int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Disk   string `json:"disk,omitempty" desc:"the disk: scsi0, scsi1, ... (disk0, disk1 on the local backend mean the same)" default:"scsi0"`
+	SizeGB int    `json:"size_gb" desc:"the new size in GB; disks only grow" min:"1" max:"65536"`
+}
+
+type diskAddArgs struct {
+	VMID   int `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	SizeGB int `json:"size_gb" desc:"size of each new disk in GB" min:"1" max:"65536"`
+	Count  int `json:"count,omitempty" desc:"how many disks to add" default:"1" min:"1" max:"8"`
+}
+
+func isoTools() []*Tool {
+	return []*Tool{
+		newTool("iso_list", "Installer ISOs on the bench's storage: TSV volid<TAB>size.", readOnly, isoList),
+		newTool("vm_create_iso", "Create a VM that boots from an installer ISO (installer bugs: partitioning, RAID, LUKS), named <owner>-repro-<name>, with empty disks; it has no guest agent until installed, so drive the installer over the console (ui_*). Answers vmid N name on node; start it with vm_start.",
+			mutating, createISO),
+		newTool("vm_eject", "Remove the installer CD (yours only) so the VM boots from disk after the install.", idempotent, eject),
+		newTool("vm_disk_resize", "Grow a VM disk (yours only) when the installer's layout needs more.", idempotent, diskResize),
+		newTool("vm_disk_add", "Add empty disks (yours only), for RAID install bugs.", mutating, diskAdd),
+	}
+}
+
+func isoList(ctx context.Context, c *Call, in *isoListArgs) (*mcp.CallToolResult, error) {
+	isos, err := c.Session.ISOs(ctx, in.Storage)
+	if err != nil {
+		return nil, err
+	}
+	var rows [][]string
+	for _, iso := range isos {
+		if strings.Contains(iso.VolID, in.Filter) {
+			rows = append(rows, []string{iso.VolID, strconv.FormatInt(iso.Size, 10)})
+		}
+	}
+	if len(rows) == 0 {
+		return text("no ISOs%s (the local backend lists the .iso files in its data directory's isos/)", filterNote(in.Filter)), nil
+	}
+	return text("%s", tsv(rows)), nil
+}
+
+func filterNote(f string) string {
+	if f == "" {
+		return ""
+	}
+	return fmt.Sprintf(" matching %q", f)
+}
+
+func createISO(ctx context.Context, c *Call, in *createISOArgs) (*mcp.CallToolResult, error) {
+	res, err := c.Session.CreateFromISO(ctx, hostapi.ISOVM{
+		Name: in.Name, ISO: in.ISO, DiskGB: in.DiskGB, Disks: in.Disks, MemMB: in.MemMB,
+		Cores: in.Cores, UEFI: in.UEFI, Pool: in.Pool, Storage: in.Storage,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := res.Task.Err(); err != nil {
+		return nil, err
+	}
+	out := fmt.Sprintf("vmid %d %s on %s", res.VMID, res.Name, res.Node)
+	if line := taskLine(res.Task); line != "" {
+		out += "\n" + line
+	}
+	return text("%s", out), nil
+}
+
+func eject(ctx context.Context, c *Call, in *vmArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		if err := v.Eject(ctx); err != nil {
+			return nil, err
+		}
+		return text("ok: vmid %d CD ejected", in.VMID), nil
+	})
+}
+
+func diskResize(ctx context.Context, c *Call, in *diskResizeArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		if err := v.ResizeDisk(ctx, in.Disk, in.SizeGB); err != nil {
+			return nil, err
+		}
+		return text("ok: vmid %d %s is %d GB", in.VMID, in.Disk, in.SizeGB), nil
+	})
+}
+
+func diskAdd(ctx context.Context, c *Call, in *diskAddArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		names, err := v.AddDisks(ctx, in.SizeGB, in.Count)
+		if err != nil {
+			return nil, err
+		}
+		return text("ok: vmid %d added %s (%d GB each)", in.VMID, strings.Join(names, ", "), in.SizeGB), nil
+	})
+}

@@ -1,0 +1,271 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/backends/qemu"
+	"github.com/poligon/poligon/internal/testvm"
+)
+
+var vmidLine = regexp.MustCompile(`^vmid (\d+) (\S+) on (\S+)`)
+
+// cloneTiny clones the tiny template through vm_clone and answers its vmid.
+func cloneTiny(t *testing.T, cs *mcp.ClientSession, name string) string {
+	t.Helper()
+	out := mustOK(t, cs, "vm_clone", map[string]any{"template_vmid": 9000, "name": name, "full": false})
+	m := vmidLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("vm_clone answered %q", out)
+	}
+	return m[1]
+}
+
+// bootVM starts a VM and waits until its agent answers, calling
+// vm_wait_boot again while it says so.
+func bootVM(t *testing.T, cs *mcp.ClientSession, vmid int) {
+	t.Helper()
+	mustOK(t, cs, "vm_start", map[string]any{"vmid": vmid})
+	for i := 0; ; i++ {
+		out := mustOK(t, cs, "vm_wait_boot", map[string]any{"vmid": vmid, "timeout": 50})
+		if strings.HasPrefix(out, "booted") {
+			return
+		}
+		if i == 3 {
+			t.Fatalf("not booted after 4 calls: %s", out)
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestToolsOnTiny drives every built-in tool against one tiny VM, through
+// an in-memory MCP client, as an agent would.
+func TestToolsOnTiny(t *testing.T) {
+	cfg := testConfig(t, testvm.DataDir(t))
+	cfg.Limits.BusyWait.Duration = time.Second
+	s, cs := newServer(t, cfg)
+	ctx := context.Background()
+
+	out := mustOK(t, cs, "vm_list_templates", nil)
+	if !strings.Contains(out, "tiny\ttiny") {
+		t.Fatalf("vm_list_templates = %q", out)
+	}
+	if out := mustOK(t, cs, "vm_list_templates", map[string]any{"filter": "tin"}); out != "9000\ttiny\tlocal\n" {
+		t.Fatalf("vm_list_templates filter = %q", out)
+	}
+	mustRefuse(t, cs, "vm_list_templates", map[string]any{"filter": "nosuch"}, "no template")
+
+	id := cloneTiny(t, cs, "flow")
+	vmid := atoi(t, id)
+	t.Cleanup(func() { call(t, cs, "vm_destroy", map[string]any{"vmid": vmid, "confirm": true, "wait": 50}) })
+	mustRefuse(t, cs, "vm_clone", map[string]any{"template_vmid": 9000, "name": "flow"}, "already exists as vmid "+id)
+	if out := mustOK(t, cs, "vm_list_my_vms", nil); !strings.Contains(out, id+"\ttester-repro-flow\tlocal\tstopped") {
+		t.Fatalf("vm_list_my_vms = %q", out)
+	}
+	mustRefuse(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "true"}, "is not running")
+	bootVM(t, cs, vmid)
+
+	t.Run("exec", func(t *testing.T) {
+		out := mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "echo hi; echo err >&2; exit 3"})
+		if out != "exit 3\nhi\n--- stderr\nerr\n" {
+			t.Fatalf("vm_exec = %q", out)
+		}
+		out = mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "printf 'привет' | wc -c; umask"})
+		if !strings.HasPrefix(out, "exit 0\n12\n") || !strings.Contains(out, "0022") {
+			t.Fatalf("non-ASCII command / umask = %q", out)
+		}
+	})
+
+	t.Run("files", func(t *testing.T) {
+		content := strings.Repeat("0123456789", 3000) // 30000 bytes
+		mustOK(t, cs, "vm_file_write", map[string]any{"vmid": vmid, "path": "/tmp/f.txt", "content_base64": base64.StdEncoding.EncodeToString([]byte(content))})
+		out := mustOK(t, cs, "vm_file_read", map[string]any{"vmid": vmid, "path": "/tmp/f.txt"})
+		if !strings.HasSuffix(out, "… truncated at 16384 of 30000 bytes, continue with offset=16384") || !strings.HasPrefix(out, content[:16384]) {
+			t.Fatalf("vm_file_read window ends %q", out[len(out)-80:])
+		}
+		out = mustOK(t, cs, "vm_file_read", map[string]any{"vmid": vmid, "path": "/tmp/f.txt", "offset": 29990})
+		if out != content[29990:] {
+			t.Fatalf("vm_file_read tail = %q", out)
+		}
+		var buf bytes.Buffer
+		img := image.NewRGBA(image.Rect(0, 0, 4, 4))
+		img.Set(1, 1, color.RGBA{255, 0, 0, 255})
+		png.Encode(&buf, img)
+		mustOK(t, cs, "vm_file_write", map[string]any{"vmid": vmid, "path": "/tmp/p.png", "content_base64": base64.StdEncoding.EncodeToString(buf.Bytes())})
+		_, res := call(t, cs, "vm_file_read", map[string]any{"vmid": vmid, "path": "/tmp/p.png"})
+		if len(res.Content) != 2 || res.Content[1].(*mcp.ImageContent).MIMEType != "image/png" || !bytes.Equal(res.Content[1].(*mcp.ImageContent).Data, buf.Bytes()) {
+			t.Fatalf("a PNG did not come back as the image: %+v", res.Content)
+		}
+		mustRefuse(t, cs, "vm_file_read", map[string]any{"vmid": vmid, "path": "/nonexistent"}, "/nonexistent")
+		mustRefuse(t, cs, "vm_file_write", map[string]any{"vmid": vmid, "path": "/tmp/x", "content_base64": "!!"}, "not valid base64")
+	})
+
+	t.Run("run detached", func(t *testing.T) {
+		cmd := "echo start >> /tmp/runs; sleep 4; echo finished-run"
+		out := mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": cmd, "wait": 1})
+		if !strings.HasPrefix(out, "running for") {
+			t.Fatalf("vm_run first call = %q", out)
+		}
+		for i := 0; ; i++ {
+			out = mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": cmd, "wait": 10})
+			if strings.HasPrefix(out, "done exit 0") {
+				break
+			}
+			if i == 3 {
+				t.Fatalf("vm_run never finished: %q", out)
+			}
+		}
+		if !strings.Contains(out, "finished-run") {
+			t.Fatalf("vm_run tail = %q", out)
+		}
+		mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": cmd, "wait": 1})
+		if out := mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "wc -l < /tmp/runs"}); out != "exit 0\n1\n" {
+			t.Fatalf("a finished run was repeated: %q", out)
+		}
+		mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": cmd, "wait": 1, "restart": true})
+		if out := mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "sleep 1; wc -l < /tmp/runs"}); out != "exit 0\n2\n" {
+			t.Fatalf("restart=true did not run it again: %q", out)
+		}
+		out = mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": "exit 7", "wait": 10})
+		if !strings.HasPrefix(out, "failed exit 7") {
+			t.Fatalf("vm_run of a failing command = %q", out)
+		}
+	})
+
+	t.Run("screenshot", func(t *testing.T) {
+		out, res := call(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
+		if res.IsError || !regexp.MustCompile(`^\d+x\d+$`).MatchString(out) || len(res.Content) != 2 {
+			t.Fatalf("ui_screenshot = %q (%d parts)", out, len(res.Content))
+		}
+		full := out
+		out, res = call(t, cs, "ui_screenshot", map[string]any{"vmid": vmid, "scale": 0.5, "path": "shots/a.png"})
+		if res.IsError || !strings.Contains(out, "(scale 0.5 of "+full+")") || !strings.Contains(out, "saved shots/a.png") {
+			t.Fatalf("ui_screenshot scale+path = %q", out)
+		}
+		saved, err := os.ReadFile(filepath.Join(cfg.EvidenceDir, "shots", "a.png"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgImg, err := png.DecodeConfig(bytes.NewReader(saved))
+		if err != nil || full != strconv.Itoa(cfgImg.Width)+"x"+strconv.Itoa(cfgImg.Height) {
+			t.Fatalf("saved PNG is %dx%d (%v), want full size %s", cfgImg.Width, cfgImg.Height, err, full)
+		}
+		mustRefuse(t, cs, "ui_screenshot", map[string]any{"vmid": vmid, "path": "../escape.png"}, "leaves the evidence directory")
+		mustRefuse(t, cs, "ui_screenshot", map[string]any{"vmid": vmid, "path": "/tmp/escape.png"}, "outside the evidence directory")
+		os.Symlink(t.TempDir(), filepath.Join(cfg.EvidenceDir, "link"))
+		mustRefuse(t, cs, "ui_screenshot", map[string]any{"vmid": vmid, "path": "link/x.png"}, "symlink")
+	})
+
+	t.Run("type and key", func(t *testing.T) {
+		mustOK(t, cs, "ui_type", map[string]any{"vmid": vmid, "text": "echo typed-$((2+3)) > /tmp/t"})
+		out, res := call(t, cs, "ui_key", map[string]any{"vmid": vmid, "key": "ret", "screenshot": true, "settle_ms": 5000})
+		if res.IsError || !strings.Contains(out, "timing: ") || len(res.Content) != 3 {
+			t.Fatalf("ui_key with screenshot = %q (%d parts)", out, len(res.Content))
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if out := mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "cat /tmp/t"}); out == "exit 0\ntyped-5\n" {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("typed command did not run: %q", out)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		mustRefuse(t, cs, "ui_key", map[string]any{"vmid": vmid, "key": "entr"}, "hint: key names are qemu sendkey names")
+		mustRefuse(t, cs, "ui_type", map[string]any{"vmid": vmid, "text": strings.Repeat("a", 5000)}, "at most 4096")
+	})
+
+	t.Run("mouse and waits", func(t *testing.T) {
+		mustOK(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": 10, "y": 10})
+		mustOK(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": 10, "y": 10, "count": 2, "button": "right"})
+		mustOK(t, cs, "ui_drag", map[string]any{"vmid": vmid, "x1": 10, "y1": 10, "x2": 100, "y2": 50})
+		mustRefuse(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": 5000, "y": 10}, "outside the")
+		if out := mustOK(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "timeout": 20}); !strings.HasPrefix(out, "screen settled after") {
+			t.Fatalf("ui_wait_for = %q", out)
+		}
+		mustRefuse(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "window": "xterm", "timeout": 1}, "no desktop session")
+	})
+
+	t.Run("snapshot and rollback", func(t *testing.T) {
+		mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "echo before > /tmp/state"})
+		mustOK(t, cs, "vm_snapshot", map[string]any{"vmid": vmid, "name": "s1", "wait": 50})
+		mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "echo after > /tmp/state"})
+		mustOK(t, cs, "vm_rollback", map[string]any{"vmid": vmid, "name": "s1", "wait": 50})
+		if out := mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "cat /tmp/state"}); out != "exit 0\nbefore\n" {
+			t.Fatalf("after rollback: %q", out)
+		}
+		mustRefuse(t, cs, "vm_rollback", map[string]any{"vmid": vmid, "name": "nosuch"}, "not found")
+	})
+
+	t.Run("ownership", func(t *testing.T) {
+		d := s.benches["local"]
+		be, _, _ := d.backend(ctx, LocalCaller(cfg))
+		lc := be.(backends.Lifecycle)
+		foreign, task, err := lc.Clone(ctx, backends.CloneRequest{Template: 9000, Name: "other-repro-x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.(*qemu.Driver).WaitTask(ctx, task.ID)
+		defer lc.Destroy(ctx, foreign)
+		args := map[string]any{"vmid": foreign, "command": "true"}
+		mustRefuse(t, cs, "vm_exec", args, "is not yours")
+		mustRefuse(t, cs, "vm_destroy", map[string]any{"vmid": foreign, "confirm": true}, "is not yours")
+		mustRefuse(t, cs, "vm_start", map[string]any{"vmid": 9000}, "template")
+		if out := mustOK(t, cs, "vm_list_my_vms", nil); strings.Contains(out, "other-repro-x") {
+			t.Fatalf("vm_list_my_vms shows a foreign VM: %q", out)
+		}
+		if vm, _ := lc.VM(ctx, foreign); vm.Status != "stopped" {
+			t.Fatalf("a refused call changed the foreign VM: %+v", vm)
+		}
+	})
+
+	t.Run("one VM serializes, others run", func(t *testing.T) {
+		other := atoi(t, cloneTiny(t, cs, "other"))
+		defer call(t, cs, "vm_destroy", map[string]any{"vmid": other, "confirm": true, "wait": 50})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			call(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "sleep 5"})
+		}()
+		time.Sleep(1500 * time.Millisecond) // the exec holds the lock by now
+		mustRefuse(t, cs, "ui_screenshot", map[string]any{"vmid": vmid}, "is busy")
+		mustOK(t, cs, "vm_snapshot", map[string]any{"vmid": other, "name": "cold"})
+		wg.Wait()
+		mustOK(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
+	})
+
+	t.Run("stop", func(t *testing.T) {
+		mustOK(t, cs, "vm_stop", map[string]any{"vmid": vmid, "wait": 50})
+		if out := mustOK(t, cs, "vm_list_my_vms", nil); !strings.Contains(out, id+"\ttester-repro-flow\tlocal\tstopped") {
+			t.Fatalf("after vm_stop: %q", out)
+		}
+		mustOK(t, cs, "vm_destroy", map[string]any{"vmid": vmid, "confirm": true, "wait": 50})
+		if out := mustOK(t, cs, "vm_list_my_vms", nil); strings.Contains(out, "flow") {
+			t.Fatalf("after vm_destroy: %q", out)
+		}
+	})
+}

@@ -1,0 +1,285 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/hostapi"
+)
+
+// The console tools: screenshots, waits on the screen, keyboard and mouse.
+
+type screenshotArgs struct {
+	VMID   int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Path   string  `json:"path,omitempty" desc:"also save the full-size PNG here, inside the server's evidence directory"`
+	Scale  float64 `json:"scale,omitempty" desc:"downscale the image (0.5 for a cheap state check); coordinates stay full-size" min:"0" max:"1"`
+	Region string  `json:"region,omitempty" desc:"one window only: an X window id, or a substring of its title, class or class name (X11 sessions; needs xdotool in the guest, installed on first use)"`
+	User   string  `json:"user,omitempty" desc:"the desktop user whose X session region= looks in" default:"test"`
+}
+
+type waitForArgs struct {
+	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Window     string  `json:"window,omitempty" desc:"wait until a window whose title, class or class name contains this is visible; without it, wait until the screen stops changing"`
+	Gone       bool    `json:"gone,omitempty" desc:"with window: wait until no such window is visible" default:"false"`
+	Timeout    float64 `json:"timeout,omitempty" desc:"seconds to wait at most" default:"20" min:"0" max:"50"`
+	User       string  `json:"user,omitempty" desc:"the desktop user whose X session to look in" default:"test"`
+	Screenshot bool    `json:"screenshot,omitempty" desc:"add a screenshot to the answer" default:"false"`
+	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
+}
+
+// actionShot is what every input tool takes to answer with the screen
+// after the action.
+type actionShot struct {
+	Screenshot bool
+	SettleMs   int
+	Scale      float64
+	WaitWindow string
+	User       string
+}
+
+type clickArgs struct {
+	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	X          int     `json:"x" desc:"console x in full-size pixels (see a screenshot's size line)" min:"0"`
+	Y          int     `json:"y" desc:"console y in full-size pixels" min:"0"`
+	Button     string  `json:"button,omitempty" desc:"mouse button" default:"left" enum:"left,middle,right"`
+	Count      int     `json:"count,omitempty" desc:"2 for a double click" default:"1" min:"1" max:"3"`
+	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after the click, as soon as it settles (or wait_window shows)" default:"false"`
+	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"3000" min:"0" max:"50000"`
+	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
+	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
+}
+
+type dragArgs struct {
+	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	X1         int     `json:"x1" desc:"start x, full-size pixels" min:"0"`
+	Y1         int     `json:"y1" desc:"start y" min:"0"`
+	X2         int     `json:"x2" desc:"end x" min:"0"`
+	Y2         int     `json:"y2" desc:"end y" min:"0"`
+	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after the drag, as soon as it settles" default:"false"`
+	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"3000" min:"0" max:"50000"`
+	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
+	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
+}
+
+type typeArgs struct {
+	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Text       string  `json:"text" desc:"text to type, character by character on a US layout (Shift for capitals and shifted symbols; \\n is Enter), at most 4096 bytes"`
+	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after typing, as soon as it settles" default:"false"`
+	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"3000" min:"0" max:"50000"`
+	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
+	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
+}
+
+type keyArgs struct {
+	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Key        string  `json:"key" desc:"a key or combination by qemu sendkey name: ret, tab, esc, spc, backspace, up, f2, ctrl-c, alt-f2, ctrl-alt-f2, ctrl-alt-delete"`
+	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after the key, as soon as it settles" default:"false"`
+	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"3000" min:"0" max:"50000"`
+	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
+	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
+}
+
+func uiTools() []*Tool {
+	typeTool := newTool("ui_type", "Type text into the console character by character (keysym events; Shift is held for capitals and the shifted US symbols, so & and _ arrive as typed).",
+		mutating, typeText)
+	typeTool.Redact = []string{"text"}
+	return []*Tool{
+		newTool("ui_screenshot", "Screenshot of the VM console as an image, with one size line (1280x800); scale=0.5 for a cheap state check, region=<window> for one window of an X11 session; path also saves the full-size PNG in the server's evidence directory.",
+			readOnly, screenshot),
+		newTool("ui_wait_for", "Wait for the screen instead of guessing a delay: with window until a window whose title, class or class name contains it is visible (gone=true: until it is not), without it until the screen stops changing. Answers window ... after S s at x,y WxH, screen settled after S s, or timeout after S s; screenshot=true adds the image.",
+			readOnly, waitFor),
+		newTool("ui_click", "Mouse click at console coordinates: move, press 300 ms, release; count=2 for a double click. screenshot=true answers with the screen as soon as it settles (settle_ms is the longest wait) or wait_window shows; otherwise ok.",
+			mutating, click),
+		newTool("ui_drag", "Drag with the left button from (x1,y1) to (x2,y2).", mutating, drag),
+		typeTool,
+		newTool("ui_key", "Press a key or combination by qemu sendkey name (ret, tab, esc, ctrl-alt-f2, alt-f2, ctrl-c, ...).", mutating, key),
+	}
+}
+
+// sizeLine names an image's size, and the full size when scaled: coordinates
+// are always full-size.
+func sizeLine(full, shown image.Rectangle) string {
+	if full.Size() == shown.Size() {
+		return fmt.Sprintf("%dx%d", full.Dx(), full.Dy())
+	}
+	scale := float64(shown.Dx()) / float64(full.Dx())
+	return fmt.Sprintf("%dx%d (scale %s of %dx%d)", shown.Dx(), shown.Dy(), strconv.FormatFloat(scale, 'g', 3, 64), full.Dx(), full.Dy())
+}
+
+// imageResult renders a frame: the size line (plus lines) and the PNG.
+func imageResult(f hostapi.Frame, scale float64, lines ...string) (*mcp.CallToolResult, error) {
+	png, shown, err := f.PNG(scale)
+	if err != nil {
+		return nil, err
+	}
+	head := sizeLine(f.Image.Bounds(), shown)
+	for _, l := range lines {
+		head += "\n" + l
+	}
+	return withImage(text("%s", head), png), nil
+}
+
+func screenshot(ctx context.Context, c *Call, in *screenshotArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		if in.Path != "" { // refuse a bad path before any work
+			if _, err := hostapi.EvidencePath(c.Server.env.Evidence, in.Path); err != nil {
+				return nil, err
+			}
+		}
+		f, err := v.Shot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var lines []string
+		if in.Path != "" {
+			saved, err := c.Session.SaveShot(f, in.Path)
+			if err != nil {
+				return nil, err
+			}
+			lines = append(lines, "saved "+saved)
+		}
+		if in.Region != "" {
+			w, installed, err := v.FindWindow(ctx, in.Region, in.User)
+			if err != nil {
+				return nil, err
+			}
+			if installed {
+				lines = append(lines, "installed xdotool in guest")
+			}
+			box := w.Box.Intersect(f.Image.Bounds())
+			if box.Empty() {
+				return nil, hostapi.Failf("take the full frame instead", "window %s (%q) is off screen", w.ID, w.Title)
+			}
+			lines = append(lines, fmt.Sprintf("window %s %q at %d,%d %dx%d", w.ID, w.Title, box.Min.X, box.Min.Y, box.Dx(), box.Dy()))
+			sub := image.NewRGBA(image.Rect(0, 0, box.Dx(), box.Dy()))
+			for y := 0; y < box.Dy(); y++ {
+				copy(sub.Pix[y*sub.Stride:], f.Image.Pix[(box.Min.Y+y)*f.Image.Stride+box.Min.X*4:(box.Min.Y+y)*f.Image.Stride+box.Max.X*4])
+			}
+			f = hostapi.Frame{Image: sub, At: f.At}
+		}
+		return imageResult(f, in.Scale, lines...)
+	})
+}
+
+func waitFor(ctx context.Context, c *Call, in *waitForArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		timeout := time.Duration(in.Timeout * float64(time.Second))
+		var line string
+		if in.Window != "" {
+			w, err := v.WaitWindow(ctx, in.Window, in.Gone, in.User, timeout)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case !w.OK:
+				line = fmt.Sprintf("timeout after %.1f s", w.Elapsed.Seconds())
+			case in.Gone:
+				line = fmt.Sprintf("window %q gone after %.1f s", in.Window, w.Elapsed.Seconds())
+			default:
+				b := w.Window.Box
+				line = fmt.Sprintf("window %q after %.1f s at %d,%d %dx%d", w.Window.Title, w.Elapsed.Seconds(), b.Min.X, b.Min.Y, b.Dx(), b.Dy())
+			}
+			if w.Installed {
+				line += "\ninstalled xdotool in guest"
+			}
+		} else {
+			s, err := v.WaitStill(ctx, 0, timeout)
+			if err != nil {
+				return nil, err
+			}
+			line = fmt.Sprintf("screen settled after %.1f s", s.Elapsed.Seconds())
+			if !s.OK {
+				line = fmt.Sprintf("timeout after %.1f s: the screen kept changing", s.Elapsed.Seconds())
+			}
+		}
+		if !in.Screenshot {
+			return text("%s", line), nil
+		}
+		f, err := v.Shot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return imageResult(f, in.Scale, line)
+	})
+}
+
+// afterAction adds the screen after an input action when asked: as soon as
+// it settles (at most settle_ms) or the awaited window shows.
+func afterAction(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a actionShot) (*mcp.CallToolResult, error) {
+	if !a.Screenshot {
+		return res, nil
+	}
+	start := time.Now()
+	limit := time.Duration(a.SettleMs) * time.Millisecond
+	var timing string
+	if a.WaitWindow != "" {
+		w, err := v.WaitWindow(ctx, a.WaitWindow, false, a.User, limit)
+		if err != nil {
+			return nil, err
+		}
+		timing = fmt.Sprintf("timing: window %q not shown after %.1f s", a.WaitWindow, w.Elapsed.Seconds())
+		if w.OK {
+			timing = fmt.Sprintf("timing: window %q after %.1f s", a.WaitWindow, w.Elapsed.Seconds())
+		}
+	} else {
+		s, err := v.WaitStill(ctx, 0, limit)
+		if err != nil {
+			return nil, err
+		}
+		timing = fmt.Sprintf("timing: settled after %.1f s", s.Elapsed.Seconds())
+		if !s.OK {
+			timing = fmt.Sprintf("timing: still changing after %.1f s", time.Since(start).Seconds())
+		}
+	}
+	f, err := v.Shot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	img, err := imageResult(f, a.Scale, timing)
+	if err != nil {
+		return nil, err
+	}
+	res.Content = append(res.Content, img.Content...)
+	return res, nil
+}
+
+func click(ctx context.Context, c *Call, in *clickArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		if err := v.Click(ctx, in.X, in.Y, in.Button, in.Count); err != nil {
+			return nil, err
+		}
+		return afterAction(ctx, v, text("ok"), actionShot{in.Screenshot, in.SettleMs, in.Scale, in.WaitWindow, ""})
+	})
+}
+
+func drag(ctx context.Context, c *Call, in *dragArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		if err := v.Drag(ctx, in.X1, in.Y1, in.X2, in.Y2); err != nil {
+			return nil, err
+		}
+		return afterAction(ctx, v, text("ok"), actionShot{in.Screenshot, in.SettleMs, in.Scale, in.WaitWindow, ""})
+	})
+}
+
+func typeText(ctx context.Context, c *Call, in *typeArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		if err := v.Type(ctx, in.Text); err != nil {
+			return nil, err
+		}
+		return afterAction(ctx, v, text("ok"), actionShot{in.Screenshot, in.SettleMs, in.Scale, in.WaitWindow, ""})
+	})
+}
+
+func key(ctx context.Context, c *Call, in *keyArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		if err := v.Press(ctx, in.Key); err != nil {
+			return nil, err
+		}
+		return afterAction(ctx, v, text("ok"), actionShot{in.Screenshot, in.SettleMs, in.Scale, in.WaitWindow, ""})
+	})
+}

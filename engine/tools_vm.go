@@ -1,0 +1,311 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/hostapi"
+)
+
+// The VM lifecycle tools: templates, my VMs, clone, start, stop, boot wait,
+// snapshots, destroy, task waits.
+
+type listTemplatesArgs struct {
+	Filter string `json:"filter,omitempty" desc:"a substring of the template name: answers vmid, name and node of the matches instead of the families"`
+}
+
+type noArgs struct{}
+
+type vmArgs struct {
+	VMID int `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+}
+
+type waitArgs struct {
+	VMID int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Wait float64 `json:"wait,omitempty" desc:"seconds to wait for the operation; at most 50, then the answer names a upid for vm_task_wait" default:"30" min:"0" max:"50"`
+}
+
+type taskWaitArgs struct {
+	UPID    string  `json:"upid" desc:"the task id a previous answer named (task still running, upid=...)"`
+	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait, at most 50" default:"50" min:"0" max:"50"`
+}
+
+type cloneArgs struct {
+	TemplateVMID int     `json:"template_vmid" desc:"the template to clone (vm_list_templates)" min:"1"`
+	Name         string  `json:"name,omitempty" desc:"the VM's name; it becomes <owner>-repro-<name>. Default: the template's name"`
+	Full         bool    `json:"full,omitempty" desc:"a full copy (true) or a linked clone (false)" default:"true"`
+	Pool         string  `json:"pool,omitempty" desc:"the pool to clone into, when you have several (Proxmox)"`
+	Wait         float64 `json:"wait,omitempty" desc:"seconds to wait for the clone; at most 50, then the answer names a upid for vm_task_wait" default:"30" min:"0" max:"50"`
+}
+
+type waitBootArgs struct {
+	VMID    int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait for the guest agent, at most 50; not booted yet means call again" default:"50" min:"0" max:"50"`
+}
+
+type snapshotArgs struct {
+	VMID int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Name string  `json:"name" desc:"the snapshot's name: a letter, then letters, digits, _ or -"`
+	Wait float64 `json:"wait,omitempty" desc:"seconds to wait; at most 50, then the answer names a upid for vm_task_wait" default:"30" min:"0" max:"50"`
+}
+
+type destroyArgs struct {
+	VMID    int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Confirm bool    `json:"confirm" desc:"must be true: the VM and its disks are gone for good"`
+	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait; at most 50, then the answer names a upid for vm_task_wait" default:"30" min:"0" max:"50"`
+}
+
+func vmTools() []*Tool {
+	return []*Tool{
+		newTool("vm_list_templates", "Clonable templates (not-for-clone ones are hidden). Without filter: TSV family<TAB>variants, one line per family; with a substring filter: TSV vmid<TAB>name<TAB>node, a name on several nodes folded into one line.",
+			readOnly, listTemplates),
+		newTool("vm_list_my_vms", "Your VMs (<owner>-repro-*, in your pools on Proxmox): a line naming the owner, then TSV vmid<TAB>name<TAB>node<TAB>status.",
+			readOnly, listMyVMs),
+		newTool("vm_task_wait", "Wait for a backend task (clone, start, stop, snapshot, ...) to finish, at most 50 s per call; answers done, failed, or still running: call again.",
+			readOnly, taskWait),
+		newTool("vm_clone", "Clone a template as <owner>-repro-<name>; answers vmid N <name> on <node>, plus task still running, upid=... when the clone outlives wait (then poll vm_task_wait). A name that exists already is refused with its vmid: look in vm_list_my_vms before cloning again.",
+			mutating, clone),
+		newTool("vm_start", "Start a VM (yours only).", idempotent, lifecycle("started", (*hostapi.VM).Start)),
+		newTool("vm_stop", "Stop (power off) a VM (yours only): ACPI shutdown, then hard after a grace period.", idempotent, lifecycle("stopped", (*hostapi.VM).Stop)),
+		newTool("vm_wait_boot", "Wait until the guest agent answers (the VM booted), at most 50 s per call; not booted after N s means call again.",
+			readOnly, waitBoot),
+		newTool("vm_snapshot", "Snapshot a VM (yours only): disks, and memory when it runs.", mutating, snapshot("snapshot %s taken", (*hostapi.VM).Snapshot)),
+		newTool("vm_rollback", "Roll a VM back to a snapshot and start it (yours only).", destructive, snapshot("rolled back to %s", (*hostapi.VM).Rollback)),
+		newTool("vm_destroy", "Destroy a VM and its disks (yours only; confirm=true required); stops it first if it runs.", destructive, destroy),
+	}
+}
+
+// withVM checks the VM is the caller's and holds its lock for the call.
+func withVM(ctx context.Context, c *Call, vmid int, fn func(v *hostapi.VM) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
+	v, err := c.Session.VM(ctx, vmid)
+	if err != nil {
+		return nil, err
+	}
+	release, err := c.Session.Hold(ctx, vmid)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return fn(v)
+}
+
+func listTemplates(ctx context.Context, c *Call, in *listTemplatesArgs) (*mcp.CallToolResult, error) {
+	tpls, err := c.Session.Templates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(tpls) == 0 {
+		return text("no templates (the local backend: make tiny-template builds one)"), nil
+	}
+	if in.Filter == "" {
+		return text("%s", tsv(families(tpls))), nil
+	}
+	var rows [][]string
+	byName := map[string]int{}
+	for _, t := range tpls {
+		if !strings.Contains(t.Name, in.Filter) {
+			continue
+		}
+		if i, seen := byName[t.Name]; seen { // one line per name: nodes folded
+			rows[i][2] += "," + t.Node
+			continue
+		}
+		byName[t.Name] = len(rows)
+		rows = append(rows, []string{strconv.Itoa(t.VMID), t.Name, t.Node})
+	}
+	if len(rows) == 0 {
+		return nil, hostapi.Failf("vm_list_templates without filter lists the families", "no template name contains %q", in.Filter)
+	}
+	return text("%s", tsv(rows)), nil
+}
+
+// families folds templates by the part of their name before the first
+// dash-separated field that starts with a digit (a version):
+// p11-workstation-11.1-x86-64 -> p11-workstation.
+func families(tpls []backends.Template) [][]string {
+	variants := map[string][]string{}
+	for _, t := range tpls {
+		fam := family(t.Name)
+		v := strings.TrimPrefix(strings.TrimPrefix(t.Name, fam), "-")
+		if v == "" {
+			v = t.Name
+		}
+		if !contains(variants[fam], v) {
+			variants[fam] = append(variants[fam], v)
+		}
+	}
+	names := make([]string, 0, len(variants))
+	for f := range variants {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	rows := make([][]string, len(names))
+	for i, f := range names {
+		rows[i] = []string{f, strings.Join(variants[f], ", ")}
+	}
+	return rows
+}
+
+func family(name string) string {
+	parts := strings.Split(name, "-")
+	for i, p := range parts {
+		if i > 0 && p != "" && unicode.IsDigit(rune(p[0])) {
+			return strings.Join(parts[:i], "-")
+		}
+	}
+	return name
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func listMyVMs(ctx context.Context, c *Call, in *noArgs) (*mcp.CallToolResult, error) {
+	vms, err := c.Session.MyVMs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	head := fmt.Sprintf("owner %s: %d VMs named %s*\n", c.Session.Owner(), len(vms), c.Session.Prefix())
+	rows := make([][]string, len(vms))
+	for i, vm := range vms {
+		rows[i] = []string{strconv.Itoa(vm.VMID), vm.Name, vm.Node, vm.Status}
+	}
+	return text("%s%s", head, tsv(rows)), nil
+}
+
+// taskLine renders a task after a bounded wait.
+func taskLine(r hostapi.TaskResult) string {
+	switch {
+	case !r.Done:
+		return fmt.Sprintf("task still running, upid=%s, call vm_task_wait", r.UPID)
+	case r.Failed:
+		return "task failed: " + r.Status
+	}
+	return ""
+}
+
+func taskWait(ctx context.Context, c *Call, in *taskWaitArgs) (*mcp.CallToolResult, error) {
+	r, err := c.Session.WaitTask(ctx, in.UPID, in.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !r.Done:
+		return text("still running after %.0f s, upid=%s: call vm_task_wait again", r.Elapsed.Seconds(), r.UPID), nil
+	case r.Failed:
+		return nil, r.Err()
+	}
+	return text("done: %s", r.Status), nil
+}
+
+func clone(ctx context.Context, c *Call, in *cloneArgs) (*mcp.CallToolResult, error) {
+	name := in.Name
+	if name == "" {
+		tpls, err := c.Session.Templates(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tpls {
+			if t.VMID == in.TemplateVMID {
+				name = t.Name
+			}
+		}
+	}
+	res, err := c.Session.Clone(ctx, in.TemplateVMID, name, in.Full, in.Pool, in.Wait)
+	if err != nil {
+		return nil, err
+	}
+	if res.Existed {
+		return nil, hostapi.Failf(fmt.Sprintf("use vmid %d, or clone under another name", res.VMID),
+			"%s already exists as vmid %d on %s: not cloned again", res.Name, res.VMID, res.Node)
+	}
+	if err := res.Task.Err(); err != nil {
+		return nil, err
+	}
+	out := fmt.Sprintf("vmid %d %s on %s", res.VMID, res.Name, res.Node)
+	if line := taskLine(res.Task); line != "" {
+		out += "\n" + line
+	}
+	return text("%s", out), nil
+}
+
+// lifecycle makes the handler of a start/stop tool.
+func lifecycle(done string, op func(*hostapi.VM, context.Context, float64) (hostapi.TaskResult, error)) func(context.Context, *Call, *waitArgs) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, c *Call, in *waitArgs) (*mcp.CallToolResult, error) {
+		return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+			r, err := op(v, ctx, in.Wait)
+			if err != nil {
+				return nil, err
+			}
+			if err := r.Err(); err != nil {
+				return nil, err
+			}
+			if line := taskLine(r); line != "" {
+				return text("vmid %d: %s", in.VMID, line), nil
+			}
+			return text("ok: vmid %d %s", in.VMID, done), nil
+		})
+	}
+}
+
+func snapshot(done string, op func(*hostapi.VM, context.Context, string, float64) (hostapi.TaskResult, error)) func(context.Context, *Call, *snapshotArgs) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, c *Call, in *snapshotArgs) (*mcp.CallToolResult, error) {
+		return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+			r, err := op(v, ctx, in.Name, in.Wait)
+			if err != nil {
+				return nil, err
+			}
+			if err := r.Err(); err != nil {
+				return nil, err
+			}
+			if line := taskLine(r); line != "" {
+				return text("vmid %d: %s", in.VMID, line), nil
+			}
+			return text("ok: vmid %d "+done, in.VMID, in.Name), nil
+		})
+	}
+}
+
+func waitBoot(ctx context.Context, c *Call, in *waitBootArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		ok, elapsed, err := v.WaitBoot(ctx, in.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return text("not booted after %.0f s: call vm_wait_boot again", elapsed.Seconds()), nil
+		}
+		return text("booted: the guest agent answered after %.1f s", elapsed.Seconds()), nil
+	})
+}
+
+func destroy(ctx context.Context, c *Call, in *destroyArgs) (*mcp.CallToolResult, error) {
+	if !in.Confirm {
+		return nil, hostapi.Failf("call again with confirm=true if you mean it", "vm_destroy needs confirm=true: the VM and its disks are gone for good")
+	}
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		r, err := v.Destroy(ctx, in.Wait)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.Err(); err != nil {
+			return nil, err
+		}
+		if line := taskLine(r); line != "" {
+			return text("vmid %d: %s", in.VMID, line), nil
+		}
+		return text("ok: vmid %d %s destroyed", in.VMID, v.Info().Name), nil
+	})
+}
