@@ -105,11 +105,15 @@ func mustRefuse(t *testing.T, cs *mcp.ClientSession, name string, args map[strin
 	return out
 }
 
-// TestSchemasGolden checks every tool's definition against
+// TestSchemasGolden checks every tool's definition (the built-in ones and
+// the shipped scripts') against
 // testdata/schemas/<tool>.json; UPDATE_GOLDEN=1 rewrites them. A tool
 // without a golden file fails, so a new tool's schema is reviewed.
 func TestSchemasGolden(t *testing.T) {
 	s, _ := newServer(t, testConfig(t, testvm.ShortTempDir(t)))
+	if err := s.LoadScripts(context.Background()); err != nil { // the shipped script tools too
+		t.Fatal(err)
+	}
 	dir := filepath.Join("testdata", "schemas")
 	update := os.Getenv("UPDATE_GOLDEN") != ""
 	seen := map[string]bool{}

@@ -176,6 +176,7 @@ func (ss *scriptSet) Run(ctx context.Context, v *hostapi.VM, name string, params
 	if !ok {
 		return RunOutcome{}, hostapi.Failf("poligon check lists the loaded scripts", "no script named %q", name)
 	}
+	params = withDefaults(sc.manifest(), params) // so defaults are redacted too
 	host := &hostapi.Script{VM: v, Log: func(m string) { log(m) }}
 	var seed [8]byte
 	rand.Read(seed[:])
@@ -302,6 +303,20 @@ func (ss *scriptSet) openTranscript(name string, vmid int) (interface {
 	return f, path
 }
 
+// withDefaults answers params with the manifest's defaults filled in.
+func withDefaults(m runtime.Manifest, params map[string]string) map[string]string {
+	out := make(map[string]string, len(m.Params))
+	for _, p := range m.Params {
+		if p.Default != nil {
+			out[p.Name] = *p.Default
+		}
+	}
+	for k, v := range params {
+		out[k] = v
+	}
+	return out
+}
+
 // redactParams blanks params named like secrets for the transcript header.
 func redactParams(params map[string]string) map[string]string {
 	out := make(map[string]string, len(params))
@@ -333,12 +348,31 @@ func secretRedactor(params map[string]string) func(call string, args json.RawMes
 			}
 		}
 		for _, s := range secrets {
-			q, _ := json.Marshal(s)
-			inner := string(q[1 : len(q)-1]) // as it appears inside a JSON string
-			args = json.RawMessage(strings.ReplaceAll(string(args), inner, "<redacted>"))
+			for _, inner := range jsonForms(s) {
+				args = json.RawMessage(strings.ReplaceAll(string(args), inner, "<redacted>"))
+			}
 		}
 		return args
 	}
+}
+
+// jsonForms answers how s may appear inside a JSON string: with and
+// without HTML escaping (Go's encoder escapes <, > and &; JavaScript's does
+// not).
+func jsonForms(s string) []string {
+	var plain bytes.Buffer
+	enc := json.NewEncoder(&plain)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	escaped, _ := json.Marshal(s)
+	forms := []string{strings.TrimSuffix(plain.String(), "\n")}
+	if e := string(escaped); e != forms[0] {
+		forms = append(forms, e)
+	}
+	for i, f := range forms {
+		forms[i] = f[1 : len(f)-1]
+	}
+	return forms
 }
 
 // scriptFailure renders a failed run for the model: where it failed, why,

@@ -187,23 +187,20 @@ func (ss *scriptSet) check(set map[string]*script) map[string]error {
 	return problems
 }
 
-// recipeDepth answers the longest chain of literal recipe calls from name
-// (a cycle counts as too deep) and the chain itself.
+// recipeDepth answers the longest chain of literal recipe calls below name
+// and the chain itself; a cycle counts as too deep.
 func recipeDepth(set map[string]*script, name string, path []string) (int, []string) {
-	path = append(path, name)
+	path = append(path[:len(path):len(path)], name)
 	for _, p := range path[:len(path)-1] {
 		if p == name {
 			return maxRecipeDepth + 1, path
 		}
 	}
-	if len(path) > maxRecipeDepth+1 {
-		return len(path) - 1, path
-	}
-	best, bestChain := 0, path
 	sc, ok := set[name]
 	if !ok {
 		return 0, path
 	}
+	best, bestChain := 0, path
 	for _, rc := range sc.manifest().Recipes {
 		d, chain := recipeDepth(set, rc.Name, path)
 		if d+1 > best {

@@ -91,7 +91,8 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "poligon", Version: Version}, &mcp.ServerOptions{
 		Instructions: instructions,
-		Logger:       log,
+		// The SDK narrates every session at info: keep its warnings only.
+		Logger: slog.New(quieter{log.Handler(), slog.LevelWarn}),
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:   &mcp.ToolCapabilities{ListChanged: true},
 			Logging: &mcp.LoggingCapabilities{},
@@ -107,6 +108,19 @@ const instructions = `poligon gives you disposable VMs to reproduce bugs on. Clo
 	`start it (vm_start, vm_wait_boot), run commands (vm_exec, vm_run for long ones), drive its screen (ui_screenshot, ` +
 	`ui_type, ui_key, ui_click) and destroy it when done (vm_destroy). Only VMs named <owner>-repro-* are yours. ` +
 	`Waits are capped at 50 s: when an answer says "call again" or names a upid, call again.`
+
+// quieter drops a handler's records below a level.
+type quieter struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (q quieter) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= q.min && q.Handler.Enabled(ctx, l)
+}
+
+func (q quieter) WithAttrs(a []slog.Attr) slog.Handler { return quieter{q.Handler.WithAttrs(a), q.min} }
+func (q quieter) WithGroup(g string) slog.Handler      { return quieter{q.Handler.WithGroup(g), q.min} }
 
 // MCP answers the MCP server (for stdio, in-memory tests and HTTP).
 func (s *Server) MCP() *mcp.Server { return s.mcp }

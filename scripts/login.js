@@ -40,7 +40,7 @@ module.exports = {
           `{ echo '[User]'; echo 'Session=${s.desktop}'; echo 'XSession=${s.desktop}'; cat "$f.new"; } > "$f"; rm -f "$f.new"; chmod 600 "$f"`,
       );
     }
-    if (vm.check(`pgrep -u ${p.user} -x '${anySession}' >/dev/null`) !== null && p.session === "auto") {
+    if (p.session === "auto" && vm.check(`pgrep -u ${p.user} -x '${anySession}' >/dev/null`) !== null) {
       vm.log(`${p.user} is logged in already`);
     } else {
       // The greeter: Enter selects the (first) user, then the password.

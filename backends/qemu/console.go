@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/qmp"
@@ -38,7 +39,8 @@ func (d *Driver) Console(ctx context.Context, vmid int) (backends.Screen, error)
 			var dialer net.Dialer
 			return dialer.DialContext(ctx, "unix", sock)
 		},
-		Logger: d.log.With("vmid", vmid),
+		KeyDelay: 5 * time.Millisecond, // above QEMU's key-delay-ms=4: no key is dropped
+		Logger:   d.log.With("vmid", vmid),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("vmid %d console: %w", vmid, err)

@@ -164,6 +164,12 @@ func (d *Driver) lock(vmid int) *sync.Mutex {
 func (d *Driver) drop(vmid int) {
 	d.monitors.drop(vmid)
 	d.agents.drop(vmid)
+	d.dropScreen(vmid)
+}
+
+// dropScreen closes vmid's console: before the VM goes down, so the client
+// does not try to reconnect to a QEMU that is quitting.
+func (d *Driver) dropScreen(vmid int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if c, ok := d.screens[vmid]; ok {

@@ -303,6 +303,7 @@ func (d *Driver) stop(ctx context.Context, vmid int) error {
 		d.cleanupRun(vmid)
 		return nil
 	}
+	d.dropScreen(vmid)
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	err := d.monitorDo(qctx, vmid, func(c *qmp.Client) error { return c.SystemPowerdown(qctx) })
 	cancel()

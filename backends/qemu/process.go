@@ -39,7 +39,9 @@ func (d *Driver) qemuArgs(c vmConfig, loadvm string) []string {
 		"-nodefaults", "-no-user-config",
 		"-vga", "std",
 		"-display", "none",
-		"-vnc", "unix:" + d.l.vncSocket(c.VMID),
+		// QEMU queues VNC keys at key-delay-ms (default 10, ~44 chars/s)
+		// and drops what overflows its queue; the console paces at 5 ms.
+		"-vnc", "unix:" + optEscape(d.l.vncSocket(c.VMID)) + ",key-delay-ms=4",
 		"-qmp", "unix:" + optEscape(d.l.qmpSocket(c.VMID)) + ",server=on,wait=off",
 		"-chardev", "socket,id=qga0,path=" + optEscape(d.l.qgaSocket(c.VMID)) + ",server=on,wait=off",
 		"-device", "virtio-serial-pci",
@@ -187,6 +189,7 @@ func (d *Driver) kill(ctx context.Context, vmid int) error {
 		d.cleanupRun(vmid)
 		return nil
 	}
+	d.dropScreen(vmid)
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	d.monitorDo(qctx, vmid, func(c *qmp.Client) error { return c.Quit(qctx) })
 	cancel()

@@ -20,10 +20,12 @@ fi
 [ -d "$d" ] || { echo "none -1 0"; exit 0; }
 now=$(date +%s)
 start=$(cat "$d/start" 2>/dev/null || echo "$now")
-if [ -f "$d/exit" ]; then
-	echo "done $(cat "$d/exit") $(( $(stat -c %Y "$d/exit") - start ))"
+finished() { [ -f "$d/exit" ] && echo "done $(cat "$d/exit") $(( $(stat -c %Y "$d/exit") - start ))"; }
+# The exit file is looked at again after the pid: the run may end between.
+if finished; then :
 elif [ -f "$d/pid" ] && kill -0 "$(cat "$d/pid")" 2>/dev/null; then
 	echo "running 0 $((now - start))"
+elif finished; then :
 elif [ ! -f "$d/pid" ] && [ $((now - start)) -lt 5 ]; then
 	echo "running 0 $((now - start))"
 else
