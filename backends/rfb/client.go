@@ -1,8 +1,3 @@
-// Package rfb is a VNC (RFB 3.8) client for driving a machine's console: a
-// live framebuffer kept up to date by a reader goroutine, and paced keyboard
-// and absolute-pointer input. It speaks over any net.Conn: a unix socket to
-// QEMU's VNC server, or a websocket to Proxmox's vncwebsocket. It redials by
-// itself when the connection drops.
 package rfb
 
 import (
@@ -90,11 +85,9 @@ type Client struct {
 // session is one connection, handshake done.
 type session struct {
 	conn    net.Conn
-	r       *bufio.Reader
 	wmu     sync.Mutex
 	extKeys atomic.Bool // QEMU acknowledged ExtendedKeyEvent
 	broken  atomic.Bool
-	name    string
 }
 
 // send writes one whole message; a failed write breaks the session, and the
@@ -209,7 +202,7 @@ func (c *Client) setup(conn net.Conn, password string) (*session, *decoder, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &session{conn: conn, r: r, name: si.name}
+	s := &session{conn: conn}
 	encodings := append(append([]int32(nil), c.cfg.Encodings...),
 		EncodingDesktopSize, EncodingExtendedDesktopSize, EncodingQEMUExtendedKey)
 	setup := append(setPixelFormatMsg(), setEncodingsMsg(encodings)...)
@@ -275,8 +268,9 @@ func (c *Client) broadcastSession() {
 // client waits for full coverage before it shows what it has.
 const maxUpdatesBeforePublish = 4
 
-// serve reads one session's messages until it fails. It keeps one
-// incremental update request outstanding, so the frame stays live.
+// serve reads one session's messages until it fails. It asks for the next
+// incremental update after every update message, so the frame stays live
+// (QEMU holds an incremental request until something changes).
 func (c *Client) serve(s *session, dec *decoder) error {
 	stop := context.AfterFunc(c.ctx, s.fail)
 	defer stop()

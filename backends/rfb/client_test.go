@@ -278,7 +278,7 @@ func TestCancelledComboReleasesHeldKeys(t *testing.T) {
 	c := connect(t, Config{Dial: srv.dial, KeyDelay: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		srv.waitInput(t, 2) // ctrl↓ alt↓, then the long pause
+		srv.waitInput(t, 1) // ctrl↓, then the long pause
 		cancel()
 	}()
 	if err := c.Key(ctx, "ctrl-alt-delete"); !errors.Is(err, context.Canceled) {
@@ -286,12 +286,13 @@ func TestCancelledComboReleasesHeldKeys(t *testing.T) {
 	}
 	c.Close()
 	got := strings.Join(keyLines(srv.finished()), ",")
-	if want := "down ctrl,down alt,up alt,up ctrl"; got != want {
+	if want := "down ctrl,up ctrl"; got != want {
 		t.Errorf("server received %s, want %s", got, want)
 	}
 }
 
-// scriptedServer answers the handshake with fixed bytes after the version.
+// scriptedServer answers the handshake with fixed bytes after the version,
+// then hangs up.
 func scriptedServer(reply []byte) Dialer {
 	return func(ctx context.Context) (net.Conn, error) {
 		client, server := net.Pipe()
@@ -303,7 +304,7 @@ func scriptedServer(reply []byte) Dialer {
 				return
 			}
 			server.Write(reply)
-			io.Copy(io.Discard, server)
+			server.Read(make([]byte, 1)) // the client's security choice, if any; then hang up
 		}()
 		return client, nil
 	}
