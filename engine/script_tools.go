@@ -20,7 +20,7 @@ import (
 
 	"github.com/poligon/poligon/hostapi"
 	"github.com/poligon/poligon/runtime"
-	"github.com/poligon/poligon/runtime/calls"
+	"github.com/poligon/poligon/hostapi/calls"
 	"github.com/poligon/poligon/runtime/transcript"
 )
 

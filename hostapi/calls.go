@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/poligon/poligon/runtime/calls"
+	"github.com/poligon/poligon/hostapi/calls"
 )
 
 // Script is the host side of one script run on one VM: it answers the

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/poligon/poligon/runtime/calls"
+	"github.com/poligon/poligon/hostapi/calls"
 )
 
 // TestVerbs checks every verb of poligon.d.ts: the call it makes, its

@@ -29,7 +29,7 @@
 //	manifest() -> i64                     packed ptr<<32 | len of an answer envelope
 //	run(paramsPtr, paramsLen i32, vmid i64) -> i64   likewise
 //
-// Host call. The name is a call of runtime/calls ("exec", "screen.shot",
+// Host call. The name is a call of hostapi/calls ("exec", "screen.shot",
 // ...) and args its JSON arguments. The host makes the call and writes the
 // answer into the guest's buffer [bufPtr, bufPtr+bufCap). The i64 result is
 // status<<32 | length:

@@ -27,7 +27,7 @@
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o uname.wasm .
 //
 // The verbs are those of poligon.d.ts with the argument and answer types of
-// runtime/calls; options are an optional trailing struct. Every verb blocks
+// hostapi/calls; options are an optional trailing struct. Every verb blocks
 // until the host answers. A failed call answers an *Error carrying the
 // host's hint; returning it (wrapped or not) from Run fails the run with
 // that hint.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/poligon/poligon/runtime/calls"
+	"github.com/poligon/poligon/hostapi/calls"
 )
 
 // ReadFileOpts are the options of ReadFile.

@@ -3,7 +3,7 @@ package poligon
 import (
 	"encoding/json"
 
-	"github.com/poligon/poligon/runtime/calls"
+	"github.com/poligon/poligon/hostapi/calls"
 )
 
 // Log writes a line to the run's step log.

@@ -1,6 +1,6 @@
 package poligon
 
-import "github.com/poligon/poligon/runtime/calls"
+import "github.com/poligon/poligon/hostapi/calls"
 
 // Keyboard is the VM's console keyboard.
 type Keyboard struct{ vm *VM }

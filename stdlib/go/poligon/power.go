@@ -1,6 +1,6 @@
 package poligon
 
-import "github.com/poligon/poligon/runtime/calls"
+import "github.com/poligon/poligon/hostapi/calls"
 
 // Power is the VM's power and snapshots.
 type Power struct{ vm *VM }

@@ -1,6 +1,6 @@
 package poligon
 
-import "github.com/poligon/poligon/runtime/calls"
+import "github.com/poligon/poligon/hostapi/calls"
 
 // Screen is the VM's console screen.
 type Screen struct{ vm *VM }

@@ -1,6 +1,6 @@
 package poligon
 
-import "github.com/poligon/poligon/runtime/calls"
+import "github.com/poligon/poligon/hostapi/calls"
 
 // ExecOpts are the options of Exec and Check.
 type ExecOpts struct {

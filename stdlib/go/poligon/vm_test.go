@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/poligon/poligon/runtime/calls"
+	"github.com/poligon/poligon/hostapi/calls"
 )
 
 // recorder is a Caller that records calls and answers from a table.
