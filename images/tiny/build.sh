@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Builds the `tiny` VM template (Debian kernel + busybox initramfs with qemu-ga) and registers it:
 #
 #   images/tiny/build.sh [DATA_DIR]

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2153 # NAME and the other template variables come from the build script
 # The template builder shared by images/tiny/build.sh and images/tiny-x/build.sh: a Debian 12 kernel plus a
 # busybox initramfs with qemu-ga (and, for variants, files from more Debian packages), built only from packages
 # fetched with `apt-get download`, then registered in $DATA/templates.
@@ -13,7 +13,8 @@
 #
 # Host packages it needs, all in a standard Debian 12: bash, coreutils, findutils, grep, sed, mawk, gzip,
 # apt (apt-get, apt-cache; `apt-get update` must have run once), dpkg (dpkg-deb), libc-bin (ldd),
-# util-linux (flock: optional, serialises concurrent builds). The cpio archive is written by the downloaded
+# util-linux (flock: optional, serialises concurrent builds); xz-utils or zstd only for a kernel whose modules are
+# compressed (bookworm's are not). The cpio archive is written by the downloaded
 # busybox, so no host cpio is needed.
 #
 # Shared libraries of the binaries in the image are copied from the host when it has them all (it has qemu-ga's
@@ -25,6 +26,7 @@
 
 set -euo pipefail
 export LC_ALL=C
+umask 022
 
 # The kernel modules every template loads: virtio (PCI, console for qemu-ga, blk for the scratch disk, net),
 # and button + evdev: the ACPI power button as an input device, which busybox acpid turns into a poweroff.
@@ -39,7 +41,6 @@ die() {
 	exit 1
 }
 log() { printf '%s: %s\n' "$NAME" "$*" >&2; }
-# shellcheck disable=SC2153 # NAME and the other template variables are set by the build script
 
 # --- the stamp -------------------------------------------------------------------------------------------
 
@@ -172,17 +173,37 @@ fetch_deb() {
 	die "apt-get download $pkg=$ver left no ${pkg}_${enc}_*.deb in $DEBS"
 }
 
+# prefetch PKG VERSION [PKG VERSION...]: downloads the missing .debs in one apt-get call (each call costs apt a
+# second or so of reading its lists).
+prefetch() {
+	local want=() dl f
+	while [ $# -ge 2 ]; do
+		f=$(compgen -G "$DEBS/${1}_${2//:/%3a}_*.deb" || true)
+		[ -n "$f" ] || want+=("$1=$2")
+		shift 2
+	done
+	[ ${#want[@]} -gt 0 ] || return 0
+	log "downloading ${#want[@]} packages"
+	dl=$(mktemp -d "$DEBS/.download.XXXXXX")
+	if ! (cd "$dl" && apt-get download -q "${APT_OPTS[@]}" "${want[@]}" >&2); then
+		rm -rf "$dl"
+		die "apt-get download ${want[*]} failed" "$APT_HINT"
+	fi
+	mv "$dl"/*.deb "$DEBS/"
+	rm -rf "$dl"
+}
+
 # unpack PKG VERSION DIR: the package's files into DIR.
 unpack() {
 	fetch_deb "$1" "$2"
 	dpkg-deb -x "$DEB" "$3" || die "dpkg-deb -x $DEB failed" "delete $DEB and run again"
 }
 
-# lib_deps PKG...: the lib* packages the PKGs depend on directly.
+# lib_deps PKG...: the library packages (lib*, zlib1g) the PKGs depend on directly.
 lib_deps() {
 	# shellcheck disable=SC2086 # one package name per word
 	apt-cache depends --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances "$@" \
-		2>/dev/null | awk '$1 ~ /^\|?(Pre)?Depends:$/ && $2 ~ /^lib/ { print $2 }' | sort -u
+		2>/dev/null | awk '$1 ~ /^\|?(Pre)?Depends:$/ && $2 ~ /^(lib|zlib)/ { print $2 }' | sort -u
 }
 
 # --- the kernel and its modules ---------------------------------------------------------------------------
@@ -224,6 +245,7 @@ prepare_kernel() {
 	if [ -f "$KDIR/complete" ]; then
 		return
 	fi
+	fetch_deb "$KPKG" "$kver"
 	log "unpacking $KPKG $kver"
 	x=$WORK/kernel
 	mkdir -p "$x"
@@ -293,7 +315,7 @@ copy_libs() {
 		} >"$CACHE/libs.list.new"
 	else
 		log "taking the shared libraries from their packages"
-		# Unpack the lib* dependencies level by level, and stop as soon as every library resolves: deeper levels
+		# Unpack the library dependencies level by level, and stop as soon as every library resolves: deeper levels
 		# hold what the image never loads (Mesa, LLVM for libgl1).
 		sysroot=$WORK/libroot
 		mkdir -p "$sysroot"
@@ -305,6 +327,8 @@ copy_libs() {
 		while :; do
 			# shellcheck disable=SC2086
 			policy=$(candidates $todo)
+			# shellcheck disable=SC2046 # "PKG VERSION" pairs
+			prefetch $(awk '$2 != "(none)"' <<<"$policy")
 			for p in $todo; do
 				seen="$seen$p "
 				v=$(candidate_of "$p" "$policy")
@@ -352,6 +376,8 @@ newc_entry() {
 
 build() {
 	local root bb p o
+	# shellcheck disable=SC2046 # "PKG VERSION" pairs
+	prefetch $(sed -n '/^linux-image-/!p' <<<"$VERSIONS")
 	prepare_kernel
 	log "assembling the initramfs"
 	mkdir -p "$WORK/bb" "$WORK/ga"
@@ -381,6 +407,7 @@ build() {
 	for o in "${OVERLAYS[@]}"; do
 		cp -a "$o/." "$root/"
 	done
+	[ ! -f "$root/etc/shadow" ] || chmod 600 "$root/etc/shadow"
 	install -m 755 "$INIT" "$root/init"
 	cp "$bb" "$root/bin/busybox"
 	# busybox --install -s, done here: a link for every applet that nothing else provides.
@@ -465,7 +492,10 @@ template_main() {
 	fi
 	# One build at a time per template; a build that waited here may find the work already done.
 	exec 9>"$CACHE/lock"
-	if command -v flock >/dev/null; then flock 9; fi
+	if command -v flock >/dev/null; then
+		flock 9
+		rm -rf "$CACHE"/work.* # left by a build that was killed
+	fi
 	if outputs_present && [ "$(stamp_get quick)" = "$quick" ]; then
 		return 0
 	fi

@@ -1,0 +1,157 @@
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+func load(t *testing.T, file string, env map[string]string) (*Config, []error) {
+	t.Helper()
+	path := ""
+	if file != "" {
+		path = filepath.Join(t.TempDir(), "config.toml")
+		os.WriteFile(path, []byte(file), 0o600)
+	}
+	base := map[string]string{"POLIGON_OWNER": "tester", "POLIGON_DATA": t.TempDir(), "POLIGON_STATE": t.TempDir()}
+	for k, v := range env {
+		base[k] = v
+	}
+	return Load(path, path != "", func(k string) string { return base[k] })
+}
+
+func TestDefaults(t *testing.T) {
+	c, problems := load(t, "", nil)
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	if len(c.Benches) != 1 || c.Benches[0].Type != "qemu" || c.DefaultBench != "local" || c.Server.Bind != "127.0.0.1:8811" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if c.Limits.MaxWait.Seconds() != 50 || c.Limits.BusyWait.Seconds() != 30 || c.Limits.ScriptTimeout.Minutes() != 10 {
+		t.Fatalf("limits: %+v", c.Limits)
+	}
+}
+
+func TestFileAndEnvironment(t *testing.T) {
+	evidence := t.TempDir()
+	sum := sha256.Sum256([]byte("a-long-enough-token-1"))
+	c, problems := load(t, fmt.Sprintf(`
+owner = "alice"
+evidence_dir = %q
+default_bench = "lab"
+[[bench]]
+name = "lab"
+type = "qemu"
+[[bench]]
+name = "cluster"
+type = "pve"
+api = "https://pve.example.org:8006/api2/json"
+token = "alice@pve!t=11111111-2222-3333-4444-555555555555"
+[[token]]
+owner = "alice"
+sha256 = %q
+[[token]]
+owner = "bob"
+token = "bob-token-0123456789"
+[limits]
+max_wait = "40s"
+`, evidence, hex.EncodeToString(sum[:])), map[string]string{"POLIGON_MCP_ALLOWED_HOSTS": "a.example.org, b.example.org:8811"})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	if c.Owner != "tester" { // the environment wins over the file
+		t.Errorf("owner = %q", c.Owner)
+	}
+	if c.DefaultBench != "lab" || len(c.Benches) != 2 || c.Limits.MaxWait.Seconds() != 40 {
+		t.Errorf("config = %+v", c)
+	}
+	if strings.Join(c.Server.AllowedHosts, " ") != "a.example.org b.example.org:8811" {
+		t.Errorf("allowed hosts = %q", c.Server.AllowedHosts)
+	}
+	if owner, ok := c.OwnerOfToken("a-long-enough-token-1"); !ok || owner != "alice" {
+		t.Errorf("sha256 token: %q %v", owner, ok)
+	}
+	if owner, ok := c.OwnerOfToken("bob-token-0123456789"); !ok || owner != "bob" {
+		t.Errorf("plain token: %q %v", owner, ok)
+	}
+	if _, ok := c.OwnerOfToken("wrong"); ok {
+		t.Error("a wrong token maps to an owner")
+	}
+	// Printing the config never shows a secret.
+	var buf bytes.Buffer
+	toml.NewEncoder(&buf).Encode(c)
+	fmt.Fprintf(&buf, "%v %+v %#v", c, c, c.Benches)
+	if s := buf.String(); strings.Contains(s, "11111111-2222") || strings.Contains(s, "bob-token") {
+		t.Fatalf("a secret printed:\n%s", s)
+	}
+}
+
+func TestProblems(t *testing.T) {
+	_, problems := load(t, `
+default_bench = "nosuch"
+log_level = "loud"
+[[bench]]
+name = "Bad Name"
+type = "qemu"
+[[bench]]
+name = "p"
+type = "pve"
+api = "http://plain.example.org"
+token = "no-bang"
+[[bench]]
+name = "x"
+type = "vmware"
+[[token]]
+owner = "Alice"
+token = "tiny1"
+[server]
+bind = "nonsense"
+`, nil)
+	var all []string
+	for _, p := range problems {
+		all = append(all, p.Error())
+	}
+	text := strings.Join(all, "\n")
+	for _, want := range []string{
+		`bench "Bad Name": name must match`,
+		`bench "p": api must be an https:// URL`,
+		`bench "p": token must look like user@realm!tokenid=secret`,
+		`bench "x": type must be qemu or pve`,
+		`default_bench "nosuch" is not a configured bench`,
+		`token[0]: owner must be lowercase letters and digits`,
+		`server.bind "nonsense"`,
+		`log_level "loud"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing problem %q in:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "no-bang") || strings.Contains(text, "tiny1") {
+		t.Errorf("a problem quotes a secret:\n%s", text)
+	}
+	if _, problems := load(t, "unknown_key = 1\n", nil); len(problems) != 1 || !strings.Contains(problems[0].Error(), "unknown keys: unknown_key") {
+		t.Errorf("unknown key: %v", problems)
+	}
+	if _, problems := Load(filepath.Join(t.TempDir(), "missing.toml"), true, func(string) string { return "" }); len(problems) != 1 {
+		t.Errorf("an explicit missing file: %v", problems)
+	}
+}
+
+func TestPVEFromEnvironment(t *testing.T) {
+	c, problems := load(t, "", map[string]string{"PVE_API": "https://pve:8006/api2/json", "PVE_TOKEN": "u@pve!t=secret-secret"})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	b, ok := c.Bench("")
+	if !ok || b.Name != "pve" || b.Token.Reveal() != "u@pve!t=secret-secret" || len(c.Benches) != 2 {
+		t.Fatalf("PVE_API bench: %+v", c.Benches)
+	}
+}

@@ -1,0 +1,196 @@
+package hostapi
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"image"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEvidencePath(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	os.Symlink(outside, filepath.Join(dir, "link"))
+	os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
+	os.Symlink(filepath.Join(outside, "f.png"), filepath.Join(dir, "sub", "file-link.png"))
+	for _, c := range []struct {
+		path, want string // want: "" = accepted
+	}{
+		{"a.png", ""},
+		{"shots/day1/a.png", ""},
+		{filepath.Join(dir, "abs.png"), ""},
+		{"../x.png", "leaves the evidence directory"},
+		{"shots/../../x.png", "leaves the evidence directory"},
+		{"/tmp/x.png", "outside the evidence directory"},
+		{filepath.Join(outside, "x.png"), "outside the evidence directory"},
+		{"link/x.png", "symlink"},
+		{"sub/file-link.png", "symlink"},
+		{"", "path is empty"},
+		{".", "outside the evidence directory"},
+	} {
+		_, err := EvidencePath(dir, c.path)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: refused: %v", c.path, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%q: err = %v, want %q", c.path, err, c.want)
+		case c.want != "" && HintOf(err) == "":
+			t.Errorf("%q: refusal without a hint", c.path)
+		}
+	}
+	if _, err := EvidencePath("", "a.png"); err == nil || !strings.Contains(err.Error(), "no evidence directory") {
+		t.Errorf("no evidence dir: err = %v", err)
+	}
+	rel, err := SaveEvidence(dir, "deep/er/a.png", []byte("png"))
+	if err != nil || rel != "deep/er/a.png" {
+		t.Fatalf("SaveEvidence = %q, %v", rel, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "deep/er/a.png")); string(b) != "png" {
+		t.Fatalf("saved %q", b)
+	}
+	if _, err := SaveEvidence(dir, "link/a.png", []byte("x")); err == nil {
+		t.Fatal("SaveEvidence followed a symlink")
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatalf("something was written outside: %v", entries)
+	}
+}
+
+func TestLocks(t *testing.T) {
+	l := NewLocks()
+	ctx := context.Background()
+	release, err := l.Acquire(ctx, "b", 1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(ctx, "b", 1, 50*time.Millisecond); err == nil || err.Error() != "vmid 1 is busy" {
+		t.Fatalf("a held lock: err = %v", err)
+	}
+	other, err := l.Acquire(ctx, "b", 2, 50*time.Millisecond)
+	if err != nil {
+		t.Fatalf("another VM's lock: %v", err)
+	}
+	other()
+	if _, err := l.Acquire(ctx, "elsewhere", 1, 50*time.Millisecond); err != nil {
+		t.Fatalf("the same vmid on another bench: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := l.Acquire(cctx, "b", 1, time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled wait: err = %v", err)
+	}
+	release()
+	release() // twice is harmless
+	if _, err := l.Acquire(ctx, "b", 1, 50*time.Millisecond); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+}
+
+func TestSignificantChange(t *testing.T) {
+	a := image.NewRGBA(image.Rect(0, 0, 720, 400))
+	b := image.NewRGBA(a.Bounds())
+	if significantChange(a, b) {
+		t.Fatal("equal frames differ")
+	}
+	// A blinking text cursor: two scanlines of one 9x16 cell.
+	for x := 72; x < 80; x++ {
+		for y := 62; y < 64; y++ {
+			b.Pix[(y*720+x)*4] = 0xAA
+		}
+	}
+	if significantChange(a, b) {
+		t.Fatal("a blinking cursor counts as a change")
+	}
+	// A typed character: its cell and the cursor moved one cell on.
+	for x := 81; x < 89; x++ {
+		b.Pix[(50*720+x)*4] = 0xAA
+	}
+	if !significantChange(a, b) {
+		t.Fatal("new text does not count as a change")
+	}
+	if !significantChange(a, image.NewRGBA(image.Rect(0, 0, 1024, 768))) {
+		t.Fatal("a resolution change does not count")
+	}
+}
+
+func TestShellArgs(t *testing.T) {
+	if got := shellArgs("echo hi"); got[1] != "umask 022\necho hi" {
+		t.Fatalf("ASCII: %q", got)
+	}
+	got := shellArgs("echo привет")
+	if strings.Contains(got[1], "привет") || !strings.Contains(got[1], base64.StdEncoding.EncodeToString([]byte("echo привет"))) {
+		t.Fatalf("non-ASCII travels raw: %q", got)
+	}
+	// The wrapped command does the same in a real shell.
+	out, err := exec.Command("sh", got...).CombinedOutput()
+	if err != nil || string(out) != "привет\n" {
+		t.Fatalf("sh %q = %q, %v", got, out, err)
+	}
+	out, _ = exec.Command("sh", shellArgs("umask")...).Output()
+	if strings.TrimSpace(string(out)) != "0022" {
+		t.Fatalf("umask = %q", out)
+	}
+}
+
+// TestRunScript runs vm_run's guest state machine in this machine's shell:
+// start, running, done, a finished run not repeated, restart, a failure.
+func TestRunScript(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	state := func(action, cmd string) RunState {
+		t.Helper()
+		out, err := exec.Command("sh", "-c", runScript, "poligon-run", dir, action, base64.StdEncoding.EncodeToString([]byte(cmd))).CombinedOutput()
+		if err != nil {
+			t.Fatalf("run.sh %s: %v\n%s", action, err, out)
+		}
+		return parseRunState(string(out))
+	}
+	cmd := "echo one >> " + dir + ".count; sleep 1; echo tail-line"
+	if st := state("start", cmd); st.State != "running" {
+		t.Fatalf("just started: %+v", st)
+	}
+	var st RunState
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if st = state("status", cmd); st.State != "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never finished")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st.State != "done" || st.Exit != 0 || st.Tail != "tail-line" {
+		t.Fatalf("finished: %+v", st)
+	}
+	if st := state("start", cmd); st.State != "done" {
+		t.Fatalf("a finished run was started again: %+v", st)
+	}
+	if b, _ := os.ReadFile(dir + ".count"); string(b) != "one\n" {
+		t.Fatalf("ran %q", b)
+	}
+	state("restart", cmd)
+	time.Sleep(1500 * time.Millisecond)
+	if b, _ := os.ReadFile(dir + ".count"); string(b) != "one\none\n" {
+		t.Fatalf("restart did not run it again: %q", b)
+	}
+	fail := filepath.Join(t.TempDir(), "fail")
+	out, _ := exec.Command("sh", "-c", runScript, "poligon-run", fail, "start", base64.StdEncoding.EncodeToString([]byte("echo oops; exit 7"))).CombinedOutput()
+	time.Sleep(300 * time.Millisecond)
+	out, _ = exec.Command("sh", "-c", runScript, "poligon-run", fail, "status", "").CombinedOutput()
+	if st := parseRunState(string(out)); st.State != "failed" || st.Exit != 7 || st.Tail != "oops" {
+		t.Fatalf("a failing run: %+v (%q)", st, out)
+	}
+}
+
+func TestSanitizeOwner(t *testing.T) {
+	for in, want := range map[string]string{"Ivan.Petrov": "ivanpetrov", "user": "user", "a.b": "ab", "Ünïcode-42": "ncode42", "...": ""} {
+		if got := SanitizeOwner(in); got != want {
+			t.Errorf("SanitizeOwner(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
