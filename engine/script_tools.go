@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -19,8 +20,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/poligon/poligon/hostapi"
-	"github.com/poligon/poligon/runtime"
 	"github.com/poligon/poligon/hostapi/calls"
+	"github.com/poligon/poligon/runtime"
 	"github.com/poligon/poligon/runtime/transcript"
 )
 
@@ -289,7 +290,7 @@ func (ss *scriptSet) openTranscript(name string, vmid int) (interface {
 }, string) {
 	dir := filepath.Join(ss.srv.cfg.StateDir, "transcripts")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		ss.srv.log.Warn("no transcript", "err", err)
+		ss.log.Warn("no transcript", "err", err)
 		return nopCloser{}, ""
 	}
 	var r [3]byte
@@ -297,10 +298,24 @@ func (ss *scriptSet) openTranscript(name string, vmid int) (interface {
 	path := filepath.Join(dir, fmt.Sprintf("%s-%s-vm%d-%s.jsonl", time.Now().UTC().Format("20060102-150405"), name, vmid, hex.EncodeToString(r[:])))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		ss.srv.log.Warn("no transcript", "err", err)
+		ss.log.Warn("no transcript", "err", err)
 		return nopCloser{}, ""
 	}
-	return f, path
+	return &bufferedFile{Writer: bufio.NewWriter(f), f: f}, path
+}
+
+// bufferedFile writes a transcript in few system calls; Close flushes.
+type bufferedFile struct {
+	*bufio.Writer
+	f *os.File
+}
+
+func (b *bufferedFile) Close() error {
+	err := b.Flush()
+	if cerr := b.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // withDefaults answers params with the manifest's defaults filled in.

@@ -96,7 +96,7 @@ func TestShippedLoginPicksTheSession(t *testing.T) {
 		{"check", `pgrep -u test -x 'mate-session'`, `{"ok":true,"exit":0,"stdout":"4242\n","stderr":""}`, ""},
 		{"screen.waitStill", ``, still, ""},
 		{"expect", `ps -o comm= -p 4242`, `{"exit":0,"stdout":"mate-session\n","stderr":""}`, ""},
-		{"screen.shot", ``, `{"image":"shot-1","width":1280,"height":800,"sha256":"x"}`, ""},
+		{"screen.shot", ``, `{"image":"shot-1","width":1280,"height":800,"digest":"x"}`, ""},
 	})
 	if err != nil || out != "test logged in: mate-session" {
 		t.Fatalf("login = %q, %v", out, err)

@@ -58,7 +58,7 @@ func (h *Script) keep(f Frame) calls.ShotAnswer {
 	h.shots[id] = f
 	h.order = append(h.order, id)
 	b := f.Image.Bounds()
-	return calls.ShotAnswer{Image: id, Width: b.Dx(), Height: b.Dy(), SHA256: f.Digest()}
+	return calls.ShotAnswer{Image: id, Width: b.Dx(), Height: b.Dy(), Digest: f.Digest()}
 }
 
 // call is one entry of the dispatch table: decode args, act, answer.

@@ -63,7 +63,9 @@ func retryAgent(ctx context.Context, fn func(ctx context.Context) error) error {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := fn(tctx)
 		cancel()
-		if err == nil || !errors.Is(err, backends.ErrAgentNotRunning) || ctx.Err() != nil {
+		// A stopped VM's agent will not answer by waiting (PVE's error wraps
+		// both ErrNotRunning and ErrAgentNotRunning).
+		if err == nil || !errors.Is(err, backends.ErrAgentNotRunning) || errors.Is(err, backends.ErrNotRunning) || ctx.Err() != nil {
 			return err
 		}
 		select {

@@ -111,6 +111,10 @@ func (s *Session) Clone(ctx context.Context, template int, name string, full boo
 	}
 	for _, vm := range vms {
 		if vm.Name == fullName {
+			// The list may lag a destroy or a rename: a VM gone is no conflict.
+			if cur, err := lc.VM(ctx, vm.VMID); errors.Is(err, backends.ErrNotFound) || err == nil && cur.Name != fullName {
+				continue
+			}
 			if !s.owns(vm) {
 				return CloneResult{}, Failf("pick another name", "a VM named %s exists (vmid %d) but is not yours", fullName, vm.VMID)
 			}

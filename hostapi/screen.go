@@ -3,14 +3,15 @@ package hostapi
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"image"
 	"image/png"
+	"strconv"
+	"sync"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"golang.org/x/image/draw"
 
 	"github.com/poligon/poligon/backends"
@@ -28,10 +29,10 @@ func (f Frame) Size() string {
 	return fmt.Sprintf("%dx%d", b.Dx(), b.Dy())
 }
 
-// Digest is the SHA-256 of the pixels: equal frames, equal digests.
+// Digest is an xxHash64 of the pixels: equal frames, equal digests. A
+// fast hash (not a cryptographic one): it names a frame, it guards nothing.
 func (f Frame) Digest() string {
-	sum := sha256.Sum256(f.Image.Pix)
-	return hex.EncodeToString(sum[:])
+	return strconv.FormatUint(xxhash.Sum64(f.Image.Pix), 16)
 }
 
 // PNG encodes the frame, scaled by scale when 0 < scale < 1.
@@ -45,12 +46,24 @@ func (f Frame) PNG(scale float64) ([]byte, image.Rectangle, error) {
 		img = dst
 	}
 	var buf bytes.Buffer
-	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	enc := png.Encoder{CompressionLevel: png.BestSpeed, BufferPool: pngBuffers}
 	if err := enc.Encode(&buf, img); err != nil {
 		return nil, image.Rectangle{}, err
 	}
 	return buf.Bytes(), img.Bounds(), nil
 }
+
+// pngBuffers reuses the encoder's buffers between screenshots.
+var pngBuffers = &pngPool{}
+
+type pngPool struct{ p sync.Pool }
+
+func (p *pngPool) Get() *png.EncoderBuffer {
+	b, _ := p.p.Get().(*png.EncoderBuffer)
+	return b
+}
+
+func (p *pngPool) Put(b *png.EncoderBuffer) { p.p.Put(b) }
 
 // screen answers the VM's live console.
 func (v *VM) screen(ctx context.Context) (backends.Screen, error) {

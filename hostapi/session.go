@@ -63,7 +63,7 @@ type Session struct {
 	env      *Env
 	owner    string
 	pools    []string // nil when the backend has no pools
-	bench    string   // lock namespace: the bench's identity
+	lockNS   string   // the namespace of VM locks: the machine's identity
 	be       backends.Backend
 	log      *slog.Logger
 	progress Progress
@@ -75,8 +75,12 @@ type Session struct {
 // NewSession binds a caller to a bench. A backend that knows identities
 // (a Proxmox token) decides the owner and the pools; otherwise the caller's
 // configured owner stands.
-func NewSession(ctx context.Context, env *Env, caller Caller, bench string, be backends.Backend) (*Session, error) {
-	s := &Session{env: env, owner: caller.Owner, bench: bench, be: be, held: map[int]bool{}}
+//
+// lockNS names the machines the backend reaches (a data directory, a
+// cluster): calls through any session with the same namespace share VM
+// locks.
+func NewSession(ctx context.Context, env *Env, caller Caller, lockNS string, be backends.Backend) (*Session, error) {
+	s := &Session{env: env, owner: caller.Owner, lockNS: lockNS, be: be, held: map[int]bool{}}
 	s.log = env.Logger
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -118,9 +122,6 @@ func (s *Session) Owner() string { return s.owner }
 
 // Pools answers the caller's pools (nil where the backend has none).
 func (s *Session) Pools() []string { return s.pools }
-
-// Bench answers the bench's name.
-func (s *Session) Bench() string { return s.bench }
 
 // Backend answers the bench's backend.
 func (s *Session) Backend() backends.Backend { return s.be }
@@ -183,7 +184,7 @@ func (s *Session) VM(ctx context.Context, vmid int) (*VM, error) {
 // on that VM from this session then pass, others wait. Release with the
 // answered function.
 func (s *Session) Hold(ctx context.Context, vmid int) (func(), error) {
-	release, err := s.env.Locks.Acquire(ctx, s.bench, vmid, s.env.busyWait())
+	release, err := s.env.Locks.Acquire(ctx, s.lockNS, vmid, s.env.busyWait())
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +207,7 @@ func (s *Session) lock(ctx context.Context, vmid int) (func(), error) {
 	if held {
 		return func() {}, nil
 	}
-	return s.env.Locks.Acquire(ctx, s.bench, vmid, s.env.busyWait())
+	return s.env.Locks.Acquire(ctx, s.lockNS, vmid, s.env.busyWait())
 }
 
 // clampWait bounds a requested wait to [0, MaxWait]; 0 or less means def.

@@ -69,7 +69,8 @@ declare namespace poligon {
     image: string;
     width: number;
     height: number;
-    sha256: string;
+    /** A digest of the pixels (xxHash64): equal screens have equal digests. */
+    digest: string;
   }
 
   interface Box {

@@ -81,10 +81,12 @@ func (d *Driver) VMs(ctx context.Context) ([]backends.VM, error) {
 
 // VM reads one VM and its live status.
 func (d *Driver) VM(ctx context.Context, vmid int) (backends.VM, error) {
-	if t, err := d.template(vmid); err == nil {
-		return backends.VM{VMID: t.VMID, Name: t.Name, Node: Node, Status: "stopped", Template: true}, nil
-	}
 	c, err := d.config(vmid)
+	if errors.Is(err, backends.ErrNotFound) {
+		if t, terr := d.template(vmid); terr == nil {
+			return backends.VM{VMID: t.VMID, Name: t.Name, Node: Node, Status: "stopped", Template: true}, nil
+		}
+	}
 	if err != nil {
 		return backends.VM{}, err
 	}

@@ -140,7 +140,7 @@ type ShotAnswer struct {
 	Image  string `json:"image"`
 	Width  int    `json:"width"`
 	Height int    `json:"height"`
-	SHA256 string `json:"sha256"`
+	Digest string `json:"digest"` // of the pixels: equal screens, equal digests
 }
 
 // WaitStillArgs waits until the screen has not changed for Seconds

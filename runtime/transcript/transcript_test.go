@@ -50,7 +50,7 @@ func newMachine() *machine {
 	return &machine{
 		answers: map[string]string{
 			"exec":        `{"exit":0,"stdout":"","stderr":""}`,
-			"screen.shot": `{"image":"shot-1","width":800,"height":600,"sha256":"abc"}`,
+			"screen.shot": `{"image":"shot-1","width":800,"height":600,"digest":"abc"}`,
 		},
 		errs: map[string]error{"expect": &runtime.HostError{Call: "expect", Message: "exit 1", Hint: "is the session up?"}},
 	}

@@ -37,7 +37,7 @@ func TestEveryVerbMakesItsCall(t *testing.T) {
 	host.answer("waitBoot", `{"ok":true,"seconds":2}`)
 	host.answer("execGui", `{"running":true,"output":"started"}`)
 	host.answer("file.read", `{"base64":"aGVsbG8=","size":12}`)
-	host.answer("screen.shot", `{"image":"shot-1","width":800,"height":600,"sha256":"ab"}`)
+	host.answer("screen.shot", `{"image":"shot-1","width":800,"height":600,"digest":"ab"}`)
 	host.answer("screen.waitStill", `{"ok":true,"seconds":1.5}`)
 	host.answer("screen.waitChange", `{"ok":false,"seconds":4}`)
 	host.answer("screen.waitWindow", `{"ok":true,"seconds":1,"x":1,"y":2,"w":3,"h":4}`)
@@ -94,7 +94,7 @@ func TestEveryVerbMakesItsCall(t *testing.T) {
 	wantValue := `[{"exit":3,"stdout":"bin\n","stderr":"e"},"Linux\n",["yes",true],` +
 		`{"state":"running","exit":0,"seconds":1.5,"tail":"..."},{"ok":true,"seconds":2},` +
 		`{"running":true,"output":"started"},"hello",null,null,` +
-		`{"image":"shot-1","width":800,"height":600,"sha256":"ab"},{"ok":true,"seconds":1.5},` +
+		`{"image":"shot-1","width":800,"height":600,"digest":"ab"},{"ok":true,"seconds":1.5},` +
 		`{"ok":false,"seconds":4},{"ok":true,"seconds":1,"x":1,"y":2,"w":3,"h":4},` +
 		`null,null,null,null,null,null,null,null,null,null,"shots/a.png",null,{"logged_in":true},null]`
 	if string(res.Value) != wantValue {

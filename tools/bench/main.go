@@ -1,0 +1,270 @@
+// Command bench runs poligon's performance benchmarks (go test -bench, one
+// run each, with fixed iteration counts) and prints every figure against
+// the target its issue set, PASS or MISS, with the ratios measured in the
+// same run. It is a report: a MISS does not fail it; a benchmark that
+// fails (or cannot be built) does, after the table is printed.
+//
+//	go run ./tools/bench              # everything: about 4 minutes on 2 cores under TCG
+//	go run ./tools/bench -only engine # the runs whose package or benchmark matches
+//
+// Run it anywhere inside the module. The go test output streams to stderr;
+// the table goes to stdout.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// run is one `go test -bench` invocation. Iteration counts are fixed so a
+// run's length does not depend on the machine's speed: VM benchmarks boot
+// their VMs once per run (they use b.Loop).
+type run struct {
+	pkg, bench, times string
+}
+
+var runs = []run{
+	{"./backends/qemu", "BenchmarkScreenshot", "100x"},
+	{"./backends/qemu", "BenchmarkTyping", "3x"},
+	{"./backends/qemu", "BenchmarkLinkedCloneToAgent", "3x"},
+	{"./engine", "BenchmarkToolCallHTTP", "2000x"},
+	{"./engine", "BenchmarkTinyVM", "100x"},
+	{"./engine", "BenchmarkHotReload", "20x"},
+}
+
+// figure is one line of the report: a metric a benchmark reported, how to
+// show it, its target (none: reported only) and the metrics shown beside it.
+type figure struct {
+	label  string
+	bench  string // as go test names it, without the -GOMAXPROCS suffix
+	metric string
+	unit   string // appended to the value
+	target target
+	detail []string
+}
+
+// target is a bound on a figure: op is "<=", ">=" or "==".
+type target struct {
+	op    string
+	value float64
+}
+
+func (t target) String() string {
+	if t.op == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s %s", t.op, num(t.value))
+}
+
+func (t target) met(v float64) bool {
+	switch t.op {
+	case "<=":
+		return v <= t.value
+	case ">=":
+		return v >= t.value
+	case "==":
+		return v == t.value
+	}
+	return true
+}
+
+var figures = []figure{
+	{"screenshot: RFB frame+PNG / QMP screendump, p50", "BenchmarkScreenshot", "ratio", "x", target{"<=", 0.5},
+		[]string{"ours-p50-ms", "qmp-p50-ms", "qmp-raw-p50-ms", "ratio-raw"}},
+	{"typing a-z0-9 and space: intact chars/s", "BenchmarkTyping/lower", "chars/s", "/s", target{">=", 50}, nil},
+	{"typing a-z0-9 and space: chars lost", "BenchmarkTyping/lower", "lost-chars", "", target{"==", 0}, nil},
+	{"typing all printable ASCII: intact chars/s", "BenchmarkTyping/printable", "chars/s", "/s", target{">=", 50}, nil},
+	{"typing all printable ASCII: chars lost", "BenchmarkTyping/printable", "lost-chars", "", target{"==", 0}, nil},
+	{"linked clone of tiny to guest agent (TCG), p50", "BenchmarkLinkedCloneToAgent", "p50-s", " s", target{"<=", 10},
+		[]string{"max-s", "clone-p50-s", "start-p50-s", "boot-p50-s"}},
+	{"vm_list_my_vms over HTTP: calls/s", "BenchmarkToolCallHTTP", "calls/s", "/s", target{}, nil},
+	{"vm_list_my_vms over HTTP: p50", "BenchmarkToolCallHTTP", "p50-ms", " ms", target{}, nil},
+	{"vm_list_my_vms over HTTP: p99", "BenchmarkToolCallHTTP", "p99-ms", " ms", target{}, nil},
+	{"ui_screenshot via MCP / backend Frame+PNG, p50", "BenchmarkTinyVM/screenshot", "ratio", "x", target{},
+		[]string{"mcp-p50-ms", "backend-p50-ms", "mcp-p99-ms", "backend-p99-ms"}},
+	{"JS script tool: extra over the built-in, p50", "BenchmarkTinyVM/script", "js-extra-p50-ms", " ms", target{"<=", 1},
+		[]string{"js-p50-ms", "builtin-p50-ms", "js-p99-ms", "builtin-p99-ms"}},
+	{"Wasm script tool: extra over the built-in, p50", "BenchmarkTinyVM/script", "wasm-extra-p50-ms", " ms", target{"<=", 5},
+		[]string{"wasm-p50-ms", "builtin-p50-ms", "wasm-p99-ms"}},
+	{"hot reload: file write to list_changed, p99", "BenchmarkHotReload", "p99-ms", " ms", target{"<=", 250},
+		[]string{"p50-ms", "max-ms"}},
+}
+
+func main() {
+	only := flag.String("only", "", "run only the benchmarks whose package or name matches this regexp")
+	flag.Parse()
+	var filter *regexp.Regexp
+	if *only != "" {
+		var err error
+		if filter, err = regexp.Compile(*only); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -only: %v\n", err)
+			os.Exit(2)
+		}
+	}
+
+	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(2)
+	}
+	began := time.Now()
+	res := results{}
+	skips := map[string]string{}
+	var failed []string
+	ran := map[string]bool{}
+	for _, r := range runs {
+		if filter != nil && !filter.MatchString(r.pkg+" "+r.bench) {
+			continue
+		}
+		ran[r.bench] = true
+		out, err := goTestBench(root, r)
+		parseBenchOutput(out, res)
+		for name, why := range skipped(out) {
+			skips[name] = why
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s %s: %v", r.pkg, r.bench, err))
+		}
+	}
+
+	fmt.Printf("\npoligon benchmarks: %s, %d CPUs, %s, %s, load %s; took %s\n\n",
+		runtime.Version(), runtime.NumCPU(), accel(), time.Now().Format("2006-01-02 15:04"), loadAverage(), time.Since(began).Round(time.Second))
+	printTable(os.Stdout, res, skips, ran)
+	if len(failed) > 0 {
+		fmt.Println("\nbenchmarks that failed:")
+		for _, f := range failed {
+			fmt.Println("  " + f)
+		}
+		os.Exit(1)
+	}
+}
+
+// goTestBench runs one benchmark, streaming its output to stderr, and
+// answers the output. -v shows why a benchmark skipped and what its logs
+// say (a damaged typed line, for one).
+func goTestBench(root string, r run) (string, error) {
+	args := []string{"test", "-v", "-run", "^$", "-bench", "^" + r.bench + "$", "-benchtime", r.times, "-count", "1", "-timeout", "20m", r.pkg}
+	fmt.Fprintf(os.Stderr, "\n$ go %s\n", strings.Join(args, " "))
+	var buf bytes.Buffer
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	cmd.Stdout = io.MultiWriter(os.Stderr, &buf)
+	cmd.Stderr = io.MultiWriter(os.Stderr, &buf)
+	err := cmd.Run()
+	return buf.String(), err
+}
+
+func printTable(w io.Writer, res results, skips map[string]string, ran map[string]bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tmeasured\ttarget\tresult\tdetail")
+	misses := 0
+	for _, f := range figures {
+		top, _, _ := strings.Cut(f.bench, "/")
+		if !ran[top] {
+			continue
+		}
+		m, ok := res[f.bench]
+		v, have := m[f.metric]
+		switch {
+		case !ok || !have:
+			why := "no result (failed?)"
+			if reason, skip := skipReason(skips, f.bench); skip {
+				why = "skipped: " + reason
+			}
+			fmt.Fprintf(tw, "%s\t-\t%s\t-\t%s\n", f.label, f.target, why)
+			continue
+		}
+		result := "-"
+		if f.target.op != "" {
+			result = "PASS"
+			if !f.target.met(v) {
+				result = "MISS"
+				misses++
+			}
+		}
+		var detail []string
+		for _, d := range f.detail {
+			if dv, ok := m[d]; ok {
+				detail = append(detail, d+"="+num(dv))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s%s\t%s\t%s\t%s\n", f.label, num(v), f.unit, f.target, result, strings.Join(detail, " "))
+	}
+	tw.Flush()
+	if misses > 0 {
+		fmt.Fprintf(w, "\n%d target(s) missed (a report, not a failure)\n", misses)
+	}
+}
+
+// skipReason finds why a benchmark (or its parent) was skipped.
+func skipReason(skips map[string]string, bench string) (string, bool) {
+	for name := bench; name != ""; {
+		if why, ok := skips[name]; ok {
+			return why, true
+		}
+		i := strings.LastIndex(name, "/")
+		if i < 0 {
+			break
+		}
+		name = name[:i]
+	}
+	return "", false
+}
+
+// num prints a figure with three significant digits at most (whole
+// numbers as they are).
+func num(v float64) string {
+	switch {
+	case v == math.Trunc(v) && math.Abs(v) < 1e6:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 100 || v <= -100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10 || v <= -10:
+		return fmt.Sprintf("%.1f", v)
+	case v >= 1 || v <= -1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// moduleRoot answers the directory of the go.mod in use, so the packages'
+// relative paths resolve wherever the command runs inside the module.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("run inside the poligon module (go env GOMOD = %q, %v)", gomod, err)
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// accel says whether VMs here run with KVM or TCG (emulation).
+func accel() string {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return "TCG (no /dev/kvm)"
+	}
+	f.Close()
+	return "KVM"
+}
+
+// loadAverage is the 1-minute load when the run ended: shared machines are
+// noisy, and a figure read with the load beside it reads better.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Fields(string(b))[0]
+}
