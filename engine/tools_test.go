@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -255,6 +256,67 @@ func TestToolsOnTiny(t *testing.T) {
 		mustRefuse(t, cs, "ui_screenshot", map[string]any{"vmid": vmid}, "is busy")
 		mustOK(t, cs, "vm_snapshot", map[string]any{"vmid": other, "name": "cold"})
 		wg.Wait()
+		mustOK(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
+	})
+
+	t.Run("progress notifications", func(t *testing.T) {
+		var got []*mcp.ProgressNotificationParams
+		var mu sync.Mutex
+		client := mcp.NewClient(&mcp.Implementation{Name: "progress", Version: "1"}, &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+				mu.Lock()
+				got = append(got, req.Params)
+				mu.Unlock()
+			},
+		})
+		st, ct := mcp.NewInMemoryTransports()
+		ss, err := s.MCP().Connect(ctx, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ss.Close()
+		pc, err := client.Connect(ctx, ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		params := &mcp.CallToolParams{Name: "vm_run", Arguments: map[string]any{"vmid": vmid, "command": "sleep 8", "wait": 5}}
+		params.SetProgressToken("run-1")
+		res, err := pc.CallTool(ctx, params)
+		if err != nil || res.IsError || !strings.HasPrefix(resultText(res), "running for") {
+			t.Fatalf("vm_run: %v %v", err, res)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		// The wait lasts 5 s by construction; progress comes every 2 s.
+		if len(got) == 0 || got[0].ProgressToken != "run-1" || got[0].Total != 5 || !strings.Contains(got[0].Message, "sleep 8") {
+			t.Fatalf("progress notifications: %+v", got)
+		}
+	})
+
+	t.Run("a client that drops mid-call over HTTP", func(t *testing.T) {
+		ts := httptest.NewServer(s.Handler())
+		defer ts.Close()
+		hc, err := httpClient(t, ts.URL, map[string]string{"Authorization": "Bearer tester-token-0123456789"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err = hc.CallTool(cctx, &mcp.CallToolParams{Name: "vm_exec", Arguments: map[string]any{"vmid": vmid, "command": "sleep 6"}})
+		cancel()
+		if err == nil {
+			t.Fatal("the dropped call answered")
+		}
+		hc.Close()
+		// The server finishes or abandons the call, frees the VM and serves on.
+		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+		defer wcancel()
+		if err := s.Wait(wctx); err != nil {
+			t.Fatalf("calls still in flight 30 s after the client dropped: %v", err)
+		}
+		if code, _ := get(t, ts.URL+"/healthz", "", nil); code != 200 {
+			t.Fatalf("/healthz after a dropped client: %d", code)
+		}
 		mustOK(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
 	})
 

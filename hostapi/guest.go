@@ -192,6 +192,8 @@ func (v *VM) Run(ctx context.Context, command string, wait float64, restart bool
 	b64 := base64.StdEncoding.EncodeToString([]byte(command))
 	limit := v.s.clampWait(wait, 45*time.Second)
 	deadline := time.Now().Add(limit)
+	stop := v.s.reportWhile(ctx, fmt.Sprintf("waiting for %s on vmid %d", shorten(command, 60), v.info.VMID), limit)
+	defer stop()
 	action := "start"
 	if restart {
 		action = "restart"

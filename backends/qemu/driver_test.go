@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"image"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -220,6 +221,23 @@ func TestTinyVM(t *testing.T) {
 				t.Fatalf("/tmp/typed = %q, want hello-42", st.Stdout)
 			}
 			time.Sleep(200 * time.Millisecond)
+		}
+		// What the shell echoed is on the screen too: tesseract reads it.
+		if _, err := exec.LookPath("tesseract"); err == nil {
+			img, _, err := s.Frame(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "screen.png")
+			f, _ := os.Create(file)
+			png.Encode(f, img)
+			f.Close()
+			out, err := exec.Command("tesseract", file, "stdout").Output()
+			if err != nil || !strings.Contains(string(out), "echo hello") {
+				t.Fatalf("tesseract read %q (%v), want the typed command", out, err)
+			}
+		} else {
+			t.Log("tesseract not installed: the screen was not read by OCR")
 		}
 		if err := s.Key(ctx, "entr"); err == nil || !strings.Contains(err.Error(), "entr") {
 			t.Fatalf("unknown key name: err = %v", err)
