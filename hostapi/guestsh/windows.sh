@@ -4,9 +4,13 @@
 # per window: id x y w h title. Exit 4: no session; 5: Wayland; 6: no xdotool.
 u=$1
 env_of() { tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null; }
+# The user's newest process with a display in its environment (from /proc:
+# minimal guests have no pgrep).
+uid=$(id -u "$u")
 found=
-for p in $(pgrep -u "$u" | sort -rn); do
-	if env_of "$p" | grep -qE '^(DISPLAY|WAYLAND_DISPLAY)='; then found=$p; break; fi
+for d in $(ls -d /proc/[0-9]* | sort -t/ -k3 -rn); do
+	[ "$(stat -c %u "$d" 2>/dev/null)" = "$uid" ] || continue
+	if env_of "${d#/proc/}" | grep -qE '^(DISPLAY|WAYLAND_DISPLAY)='; then found=${d#/proc/}; break; fi
 done
 [ -n "$found" ] || { echo "no desktop session of $u" >&2; exit 4; }
 if ! env_of "$found" | grep -q '^DISPLAY='; then echo "the session of $u is Wayland" >&2; exit 5; fi

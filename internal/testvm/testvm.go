@@ -38,9 +38,9 @@ func RequireQEMU(t testing.TB) {
 	}
 }
 
-// TemplatesDir builds the tiny template if needed and answers the templates
-// directory that holds tiny.toml.
-func TemplatesDir(t testing.TB) string {
+// TemplatesDir builds the tiny template (and the others named: "tiny-x")
+// if needed and answers the templates directory that holds them.
+func TemplatesDir(t testing.TB, more ...string) string {
 	t.Helper()
 	RequireQEMU(t)
 	cache := cacheDir()
@@ -56,31 +56,31 @@ func TemplatesDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	cmd := exec.Command(filepath.Join(Root(), "images", "tiny", "build.sh"), cache)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("building the tiny template failed: %v\n%s", err, out)
+	for _, name := range append([]string{"tiny"}, more...) {
+		cmd := exec.Command(filepath.Join(Root(), "images", name, "build.sh"), cache)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building the %s template failed: %v\n%s", name, err, out)
+		}
 	}
 	return filepath.Join(cache, "templates")
 }
 
 // DataDir answers a fresh data directory whose templates/ holds the tiny
-// template (linked, not copied).
-func DataDir(t testing.TB) string {
+// template (and the others named), linked, not copied.
+func DataDir(t testing.TB, more ...string) string {
 	t.Helper()
-	src := TemplatesDir(t)
+	src := TemplatesDir(t, more...)
 	data := ShortTempDir(t)
 	tpl := filepath.Join(data, "templates")
 	if err := os.MkdirAll(tpl, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(tpl, e.Name())); err != nil {
-			t.Fatal(err)
+	// Only the templates asked for: a test lists what it expects.
+	for _, name := range append([]string{"tiny"}, more...) {
+		for _, e := range []string{name + ".toml", name} {
+			if err := os.Symlink(filepath.Join(src, e), filepath.Join(tpl, e)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return data
