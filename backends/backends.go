@@ -230,6 +230,9 @@ type Screendumper interface {
 var (
 	ErrNotFound        = errors.New("not found")
 	ErrAgentNotRunning = errors.New("guest agent is not running")
+	// ErrAgentDisabled: the VM has no guest agent channel at all (Proxmox's
+	// agent option off); unlike ErrAgentNotRunning, waiting will not help.
+	ErrAgentDisabled = errors.New("the VM has no guest agent configured")
 	ErrNotRunning      = errors.New("vm is not running")
 	ErrExists          = errors.New("already exists")
 	ErrUnsupported     = errors.New("not supported")

@@ -15,7 +15,8 @@ import (
 // auditRecord is one line of the audit log: one tool call.
 type auditRecord struct {
 	Time      string         `json:"time"`
-	Caller    string         `json:"caller"`
+	Caller    string         `json:"caller"`          // who called: the owner, or a PVE token id (never its secret)
+	Owner     string         `json:"owner,omitempty"` // whose VMs the call could touch, as the bench decided
 	Transport string         `json:"transport"`
 	Bench     string         `json:"bench,omitempty"`
 	Tool      string         `json:"tool"`

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
 	"log/slog"
+	"sync"
 
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/pve"
@@ -27,6 +29,9 @@ func openPVEBench(bc config.Bench, log *slog.Logger) (*bench, error) {
 	if _, err := pve.New(probe); err != nil {
 		return nil, err
 	}
+	// One Backend per token seen, to close the consoles that token's calls
+	// left open (they are shared by every Backend of the token) on close.
+	var opened sync.Map // sha256 of the token -> *pve.Backend
 	return &bench{
 		cfg: bc,
 		open: func(ctx context.Context, c Caller) (backends.Backend, string, error) {
@@ -47,9 +52,15 @@ func openPVEBench(bc config.Bench, log *slog.Logger) (*bench, error) {
 			if err != nil {
 				return nil, "", hostapi.Failf("the token looks like user@realm!tokenid=secret", "bench %s: %v", bc.Name, err)
 			}
+			opened.LoadOrStore(sha256.Sum256([]byte(cfg.Token)), be)
 			return be, be.LockKey(), nil
 		},
 		check: func() []string { return nil },
-		close: func() {},
+		close: func() {
+			opened.Range(func(_, be any) bool {
+				be.(*pve.Backend).CloseConsoles()
+				return true
+			})
+		},
 	}, nil
 }

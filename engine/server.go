@@ -245,10 +245,13 @@ func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, re
 		return errorResult(err), nil
 	}
 	raw, benchName, err := splitBench(req.Params.Arguments)
-	rec.Bench = benchName
 	if err != nil {
 		return errorResult(err), nil
 	}
+	if benchName == "" {
+		benchName = s.cfg.DefaultBench
+	}
+	rec.Bench = benchName // the configured name, refused calls included
 	args, err := t.Decode(raw)
 	rec.Args = redact(t, raw)
 	if err != nil {
@@ -261,7 +264,7 @@ func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, re
 	if err != nil {
 		return errorResult(err), nil
 	}
-	rec.Bench = sess.Bench()
+	rec.Owner = sess.Owner()
 	sess.WithProgress(progressTo(ctx, req))
 	res, err := t.Handle(ctx, &Call{Tool: t, Session: sess, Args: args, Request: req, Server: s})
 	if err != nil {

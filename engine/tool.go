@@ -113,7 +113,11 @@ func text(format string, args ...any) *mcp.CallToolResult {
 // when there is one, a "hint: ..." line.
 func errorResult(err error) *mcp.CallToolResult {
 	msg := "error: " + err.Error()
-	if hint := hostapi.HintOf(err); hint != "" {
+	hint := hostapi.HintOf(err)
+	if hint == "" {
+		hint = fallbackHint(err)
+	}
+	if hint != "" {
 		msg += "\nhint: " + hint
 	}
 	var ae *argError

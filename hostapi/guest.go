@@ -48,6 +48,9 @@ func (v *VM) agentError(err error) error {
 	switch {
 	case errors.Is(err, backends.ErrNotRunning):
 		return &Error{Message: fmt.Sprintf("vmid %d is not running", v.info.VMID), Hint: "start it with vm_start", Err: err}
+	case errors.Is(err, backends.ErrAgentDisabled):
+		return &Error{Message: fmt.Sprintf("vmid %d has no guest agent configured", v.info.VMID),
+			Hint: "enable the VM's guest agent option (Proxmox: Options, QEMU Guest Agent) and run qemu-guest-agent in the guest; until then drive it over the console (ui_*)", Err: err}
 	case errors.Is(err, backends.ErrAgentNotRunning):
 		return &Error{Message: fmt.Sprintf("the guest agent of vmid %d does not answer", v.info.VMID),
 			Hint: "the VM may still be booting: vm_wait_boot waits for it; the guest needs qemu-guest-agent running", Err: err}
@@ -65,7 +68,7 @@ func retryAgent(ctx context.Context, fn func(ctx context.Context) error) error {
 		cancel()
 		// A stopped VM's agent will not answer by waiting (PVE's error wraps
 		// both ErrNotRunning and ErrAgentNotRunning).
-		if err == nil || !errors.Is(err, backends.ErrAgentNotRunning) || errors.Is(err, backends.ErrNotRunning) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, backends.ErrAgentNotRunning) || errors.Is(err, backends.ErrNotRunning) || errors.Is(err, backends.ErrAgentDisabled) || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -211,7 +214,7 @@ func (v *VM) Run(ctx context.Context, command string, wait float64, restart bool
 			if last.State != "running" {
 				return last, nil
 			}
-		case errors.Is(err, backends.ErrNotRunning):
+		case errors.Is(err, backends.ErrNotRunning), errors.Is(err, backends.ErrAgentDisabled):
 			return RunState{}, v.agentError(err)
 		default:
 			// A reboot in progress: keep waiting for the agent.
@@ -296,7 +299,7 @@ func (v *VM) WriteFile(ctx context.Context, path string, data []byte) error {
 }
 
 func (v *VM) fileError(err error, path string) error {
-	if errors.Is(err, backends.ErrNotRunning) || errors.Is(err, backends.ErrAgentNotRunning) {
+	if errors.Is(err, backends.ErrNotRunning) || errors.Is(err, backends.ErrAgentNotRunning) || errors.Is(err, backends.ErrAgentDisabled) {
 		return v.agentError(err)
 	}
 	return wrap(err, "check the path with vm_exec (ls -l)", "%s", path)
@@ -326,7 +329,7 @@ func (v *VM) waitBootFor(ctx context.Context, limit time.Duration) (bool, time.D
 		if err == nil {
 			return true, time.Since(start), nil
 		}
-		if errors.Is(err, backends.ErrNotRunning) {
+		if errors.Is(err, backends.ErrNotRunning) || errors.Is(err, backends.ErrAgentDisabled) {
 			return false, time.Since(start), v.agentError(err)
 		}
 		select {

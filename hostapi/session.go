@@ -88,7 +88,9 @@ func NewSession(ctx context.Context, env *Env, caller Caller, lockNS string, be 
 	if id, ok := be.(backends.Identity); ok {
 		owner, pools, err := id.Identity(ctx)
 		if err != nil {
-			return nil, wrap(err, "check the credential the client sends for this bench", "")
+			// The backend's own message says what failed (a refused token,
+			// no pool, a certificate): no generic hint to contradict it.
+			return nil, err
 		}
 		s.owner, s.pools = owner, pools
 	}
@@ -172,6 +174,8 @@ func (s *Session) VM(ctx context.Context, vmid int) (*VM, error) {
 		why := fmt.Sprintf("its name %q does not start with %s", vm.Name, s.Prefix())
 		if vm.Template {
 			why = "it is a template: clone it with vm_clone"
+		} else if strings.HasPrefix(vm.Name, s.Prefix()) && vm.Pool == "" {
+			why = fmt.Sprintf("it is in none of your pools (%s)", strings.Join(s.pools, ", "))
 		} else if strings.HasPrefix(vm.Name, s.Prefix()) {
 			why = fmt.Sprintf("it is in pool %q, not one of yours (%s)", vm.Pool, strings.Join(s.pools, ", "))
 		}

@@ -292,9 +292,16 @@ func (b *Backend) checkName(ctx context.Context, name string) error {
 		return err
 	}
 	for _, r := range rows {
-		if r.Name == name {
-			return fmt.Errorf("pve: the name %q is taken by vmid %d: %w", name, r.VMID, backends.ErrExists)
+		if r.Name != name {
+			continue
 		}
+		// The list lags a destroy: a VM whose config is gone (or whose ACL
+		// went with it) is no conflict.
+		_, err := b.config(ctx, r.Node, int(r.VMID))
+		if errors.Is(err, backends.ErrNotFound) || errors.Is(err, ErrPermission) {
+			continue
+		}
+		return fmt.Errorf("pve: the name %q is taken by vmid %d: %w", name, r.VMID, backends.ErrExists)
 	}
 	return nil
 }

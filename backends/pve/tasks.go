@@ -36,7 +36,7 @@ type taskStatusAnswer struct {
 func (b *Backend) TaskStatus(ctx context.Context, id string) (backends.TaskStatus, error) {
 	u, err := tasklist.ParseUPID(id)
 	if err != nil {
-		return backends.TaskStatus{}, fmt.Errorf("pve: task %q: %w", id, err)
+		return backends.TaskStatus{}, fmt.Errorf("pve: task %q: %w (%w)", id, err, backends.ErrNotFound)
 	}
 	memo, known := b.sess.memoFor(id)
 	if known && memo.noop != nil {

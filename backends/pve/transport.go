@@ -79,7 +79,9 @@ func (e *APIError) Unwrap() []error {
 		out = append(out, ErrUnreachable)
 	}
 	switch {
-	case strings.Contains(m, "guest agent is not running") || strings.Contains(m, "No QEMU guest agent configured"):
+	case strings.Contains(m, "No QEMU guest agent configured"):
+		out = append(out, backends.ErrAgentDisabled) // waiting will not help
+	case strings.Contains(m, "guest agent is not running"):
 		out = append(out, backends.ErrAgentNotRunning)
 	case notRunningText.MatchString(m):
 		out = append(out, backends.ErrNotRunning)

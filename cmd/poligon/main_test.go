@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -104,7 +105,7 @@ func TestCommandLine(t *testing.T) {
 func TestStdio(t *testing.T) {
 	cmd := exec.Command(binaryPath, "serve", "--stdio")
 	cmd.Env = env(t, testvm.ShortTempDir(t))
-	var stderr bytes.Buffer
+	var stderr syncBuffer // written by the process's copier, read here
 	cmd.Stderr = &stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil).
 		Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
@@ -173,4 +174,22 @@ func TestRunCheckReplay(t *testing.T) {
 	if _, errOut, code := poligon(t, e, "run", script, "--vm", "4242"); code != 1 || !strings.Contains(errOut, "vmid 4242 not found") {
 		t.Fatalf("run on an unknown VM = exit %d, %q", code, errOut)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
