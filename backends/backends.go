@@ -233,9 +233,9 @@ var (
 	// ErrAgentDisabled: the VM has no guest agent channel at all (Proxmox's
 	// agent option off); unlike ErrAgentNotRunning, waiting will not help.
 	ErrAgentDisabled = errors.New("the VM has no guest agent configured")
-	ErrNotRunning      = errors.New("vm is not running")
-	ErrExists          = errors.New("already exists")
-	ErrUnsupported     = errors.New("not supported")
+	ErrNotRunning    = errors.New("vm is not running")
+	ErrExists        = errors.New("already exists")
+	ErrUnsupported   = errors.New("not supported")
 )
 
 // CapabilityError says a backend cannot serve a capability.
