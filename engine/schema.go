@@ -19,7 +19,8 @@ import (
 //	Button string `json:"button,omitempty" enum:"left,middle,right" default:"left"`
 //
 // Supported field types: string, bool, int, float64, *bool (a default of
-// true), map[string]string (free params).
+// true), map[string]string (free params). An embedded struct adds its
+// fields: several tools share a group of arguments that way.
 
 // param is one property of a tool's input.
 type param struct {
@@ -30,7 +31,7 @@ type param struct {
 	min, max *float64
 	enum     []string
 	required bool
-	field    int // index in the struct; -1 for dynamic params
+	index    []int // the field in the struct (through embedded ones); nil for dynamic params
 }
 
 // spec is a tool's input: its parameters in declaration order.
@@ -40,15 +41,24 @@ type spec struct {
 
 // specOf reads the tags of the argument struct type t.
 func specOf(t reflect.Type) spec {
-	var s spec
+	return spec{params: paramsOf(t, nil)}
+}
+
+func paramsOf(t reflect.Type, prefix []int) []param {
+	var params []param
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
+		index := append(append([]int{}, prefix...), i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			params = append(params, paramsOf(f.Type, index)...)
+			continue
+		}
 		tag := f.Tag.Get("json")
 		name, opts, _ := strings.Cut(tag, ",")
 		if name == "" || name == "-" {
 			continue
 		}
-		p := param{name: name, desc: f.Tag.Get("desc"), field: i, required: !strings.Contains(opts, "omitempty")}
+		p := param{name: name, desc: f.Tag.Get("desc"), index: index, required: !strings.Contains(opts, "omitempty")}
 		switch f.Type.Kind() {
 		case reflect.String:
 			p.kind = "string"
@@ -87,9 +97,9 @@ func specOf(t reflect.Type) spec {
 		if e, ok := f.Tag.Lookup("enum"); ok {
 			p.enum = strings.Split(e, ",")
 		}
-		s.params = append(s.params, p)
+		params = append(params, p)
 	}
-	return s
+	return params
 }
 
 func parseDefault(kind, v string) any {
@@ -177,11 +187,11 @@ func (s spec) decode(raw json.RawMessage, dst any) error {
 			if p.required {
 				problems = append(problems, fmt.Sprintf("%s is required", p.name))
 			} else if p.def != nil {
-				setDefault(v.Field(p.field), p.def)
+				setDefault(v.FieldByIndex(p.index), p.def)
 			}
 			continue
 		}
-		f := v.Field(p.field)
+		f := v.FieldByIndex(p.index)
 		if err := json.Unmarshal(rawVal, f.Addr().Interface()); err != nil {
 			problems = append(problems, fmt.Sprintf("%s must be %s", p.name, article(p.kind)))
 			continue

@@ -35,9 +35,9 @@ type scriptArgs struct {
 // script's params (strings; one without a default is required).
 func (ss *scriptSet) scriptTool(sc *script) *Tool {
 	m := sc.manifest()
-	sp := spec{params: []param{{name: "vmid", kind: "integer", desc: "the VM to run on (one of yours: vm_list_my_vms)", min: ptr(1.0), required: true, field: -1}}}
+	sp := spec{params: []param{{name: "vmid", kind: "integer", desc: "the VM to run on (one of yours: vm_list_my_vms)", min: ptr(1.0), required: true}}}
 	for _, p := range m.Params {
-		pp := param{name: p.Name, kind: "string", desc: p.Description, field: -1, required: p.Default == nil}
+		pp := param{name: p.Name, kind: "string", desc: p.Description, required: p.Default == nil}
 		if p.Default != nil {
 			pp.def = *p.Default
 		}

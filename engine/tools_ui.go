@@ -32,56 +32,43 @@ type waitForArgs struct {
 	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
 }
 
-// actionShot is what every input tool takes to answer with the screen
-// after the action.
-type actionShot struct {
-	Screenshot bool
-	SettleMs   int
-	Scale      float64
-	WaitWindow string
-	User       string
+// afterArgs are the arguments every input tool takes to answer with the
+// screen after its action.
+type afterArgs struct {
+	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after the action, as soon as it settles (or wait_window shows)" default:"false"`
+	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"3000" min:"0" max:"50000"`
+	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
+	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
 }
 
 type clickArgs struct {
-	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	X          int     `json:"x" desc:"console x in full-size pixels (see a screenshot's size line)" min:"0"`
-	Y          int     `json:"y" desc:"console y in full-size pixels" min:"0"`
-	Button     string  `json:"button,omitempty" desc:"mouse button" default:"left" enum:"left,middle,right"`
-	Count      int     `json:"count,omitempty" desc:"2 for a double click" default:"1" min:"1" max:"3"`
-	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after the click, as soon as it settles (or wait_window shows)" default:"false"`
-	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"3000" min:"0" max:"50000"`
-	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
-	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
+	VMID   int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	X      int    `json:"x" desc:"console x in full-size pixels (see a screenshot's size line)" min:"0"`
+	Y      int    `json:"y" desc:"console y in full-size pixels" min:"0"`
+	Button string `json:"button,omitempty" desc:"mouse button" default:"left" enum:"left,middle,right"`
+	Count  int    `json:"count,omitempty" desc:"2 for a double click" default:"1" min:"1" max:"3"`
+	afterArgs
 }
 
 type dragArgs struct {
-	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	X1         int     `json:"x1" desc:"start x, full-size pixels" min:"0"`
-	Y1         int     `json:"y1" desc:"start y" min:"0"`
-	X2         int     `json:"x2" desc:"end x" min:"0"`
-	Y2         int     `json:"y2" desc:"end y" min:"0"`
-	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after the drag, as soon as it settles" default:"false"`
-	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"3000" min:"0" max:"50000"`
-	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
-	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
+	VMID int `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	X1   int `json:"x1" desc:"start x, full-size pixels" min:"0"`
+	Y1   int `json:"y1" desc:"start y" min:"0"`
+	X2   int `json:"x2" desc:"end x" min:"0"`
+	Y2   int `json:"y2" desc:"end y" min:"0"`
+	afterArgs
 }
 
 type typeArgs struct {
-	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Text       string  `json:"text" desc:"text to type, character by character on a US layout (Shift for capitals and shifted symbols; \\n is Enter), at most 4096 bytes"`
-	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after typing, as soon as it settles" default:"false"`
-	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"3000" min:"0" max:"50000"`
-	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
-	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
+	VMID int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Text string `json:"text" desc:"text to type, character by character on a US layout (Shift for capitals and shifted symbols; \\n is Enter), at most 4096 bytes"`
+	afterArgs
 }
 
 type keyArgs struct {
-	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Key        string  `json:"key" desc:"a key or combination by qemu sendkey name: ret, tab, esc, spc, backspace, up, f2, ctrl-c, alt-f2, ctrl-alt-f2, ctrl-alt-delete"`
-	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after the key, as soon as it settles" default:"false"`
-	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"3000" min:"0" max:"50000"`
-	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
-	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
+	VMID int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Key  string `json:"key" desc:"a key or combination by qemu sendkey name: ret, tab, esc, spc, backspace, up, f2, ctrl-c, alt-f2, ctrl-alt-f2, ctrl-alt-delete"`
+	afterArgs
 }
 
 func uiTools() []*Tool {
@@ -209,8 +196,9 @@ func waitFor(ctx context.Context, c *Call, in *waitForArgs) (*mcp.CallToolResult
 }
 
 // afterAction adds the screen after an input action when asked: as soon as
-// it settles (at most settle_ms) or the awaited window shows.
-func afterAction(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a actionShot) (*mcp.CallToolResult, error) {
+// it settles (at most settle_ms) or the awaited window (of user's session)
+// shows.
+func afterAction(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a afterArgs, user string) (*mcp.CallToolResult, error) {
 	if !a.Screenshot {
 		return res, nil
 	}
@@ -218,7 +206,7 @@ func afterAction(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a 
 	limit := time.Duration(a.SettleMs) * time.Millisecond
 	var timing string
 	if a.WaitWindow != "" {
-		w, err := v.WaitWindow(ctx, a.WaitWindow, false, a.User, limit)
+		w, err := v.WaitWindow(ctx, a.WaitWindow, false, user, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -253,7 +241,7 @@ func click(ctx context.Context, c *Call, in *clickArgs) (*mcp.CallToolResult, er
 		if err := v.Click(ctx, in.X, in.Y, in.Button, in.Count); err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, v, text("ok"), actionShot{in.Screenshot, in.SettleMs, in.Scale, in.WaitWindow, ""})
+		return afterAction(ctx, v, text("ok"), in.afterArgs, "")
 	})
 }
 
@@ -262,7 +250,7 @@ func drag(ctx context.Context, c *Call, in *dragArgs) (*mcp.CallToolResult, erro
 		if err := v.Drag(ctx, in.X1, in.Y1, in.X2, in.Y2); err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, v, text("ok"), actionShot{in.Screenshot, in.SettleMs, in.Scale, in.WaitWindow, ""})
+		return afterAction(ctx, v, text("ok"), in.afterArgs, "")
 	})
 }
 
@@ -271,7 +259,7 @@ func typeText(ctx context.Context, c *Call, in *typeArgs) (*mcp.CallToolResult, 
 		if err := v.Type(ctx, in.Text); err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, v, text("ok"), actionShot{in.Screenshot, in.SettleMs, in.Scale, in.WaitWindow, ""})
+		return afterAction(ctx, v, text("ok"), in.afterArgs, "")
 	})
 }
 
@@ -280,6 +268,6 @@ func key(ctx context.Context, c *Call, in *keyArgs) (*mcp.CallToolResult, error)
 		if err := v.Press(ctx, in.Key); err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, v, text("ok"), actionShot{in.Screenshot, in.SettleMs, in.Scale, in.WaitWindow, ""})
+		return afterAction(ctx, v, text("ok"), in.afterArgs, "")
 	})
 }

@@ -241,21 +241,27 @@ func clone(ctx context.Context, c *Call, in *cloneArgs) (*mcp.CallToolResult, er
 	return text("%s", out), nil
 }
 
+// taskAnswer renders a lifecycle task after its wait: ok and what was
+// done, the task still running (and its upid), or its failure.
+func taskAnswer(vmid int, r hostapi.TaskResult, err error, done string) (*mcp.CallToolResult, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	if line := taskLine(r); line != "" {
+		return text("vmid %d: %s", vmid, line), nil
+	}
+	return text("ok: vmid %d %s", vmid, done), nil
+}
+
 // lifecycle makes the handler of a start/stop tool.
 func lifecycle(done string, op func(*hostapi.VM, context.Context, float64) (hostapi.TaskResult, error)) func(context.Context, *Call, *waitArgs) (*mcp.CallToolResult, error) {
 	return func(ctx context.Context, c *Call, in *waitArgs) (*mcp.CallToolResult, error) {
 		return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
 			r, err := op(v, ctx, in.Wait)
-			if err != nil {
-				return nil, err
-			}
-			if err := r.Err(); err != nil {
-				return nil, err
-			}
-			if line := taskLine(r); line != "" {
-				return text("vmid %d: %s", in.VMID, line), nil
-			}
-			return text("ok: vmid %d %s", in.VMID, done), nil
+			return taskAnswer(in.VMID, r, err, done)
 		})
 	}
 }
@@ -264,16 +270,7 @@ func snapshot(done string, op func(*hostapi.VM, context.Context, string, float64
 	return func(ctx context.Context, c *Call, in *snapshotArgs) (*mcp.CallToolResult, error) {
 		return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
 			r, err := op(v, ctx, in.Name, in.Wait)
-			if err != nil {
-				return nil, err
-			}
-			if err := r.Err(); err != nil {
-				return nil, err
-			}
-			if line := taskLine(r); line != "" {
-				return text("vmid %d: %s", in.VMID, line), nil
-			}
-			return text("ok: vmid %d "+done, in.VMID, in.Name), nil
+			return taskAnswer(in.VMID, r, err, fmt.Sprintf(done, in.Name))
 		})
 	}
 }
@@ -297,15 +294,6 @@ func destroy(ctx context.Context, c *Call, in *destroyArgs) (*mcp.CallToolResult
 	}
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
 		r, err := v.Destroy(ctx, in.Wait)
-		if err != nil {
-			return nil, err
-		}
-		if err := r.Err(); err != nil {
-			return nil, err
-		}
-		if line := taskLine(r); line != "" {
-			return text("vmid %d: %s", in.VMID, line), nil
-		}
-		return text("ok: vmid %d %s destroyed", in.VMID, v.Info().Name), nil
+		return taskAnswer(in.VMID, r, err, v.Info().Name+" destroyed")
 	})
 }

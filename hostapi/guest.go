@@ -340,8 +340,14 @@ func (v *VM) waitBootFor(ctx context.Context, limit time.Duration) (bool, time.D
 	}
 }
 
+//go:embed guestsh/session.sh
+var sessionScript string
+
 //go:embed guestsh/gui.sh
-var guiScript string
+var guiBody string
+
+// guiScript launches a program in a desktop session.
+var guiScript = sessionScript + guiBody
 
 // GUIResult says whether a launched GUI program still runs after 2 s.
 type GUIResult struct {

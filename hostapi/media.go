@@ -62,8 +62,8 @@ func (s *Session) CreateFromISO(ctx context.Context, req ISOVM) (CloneResult, er
 	return res, err
 }
 
-// Eject empties the VM's CD drive.
-func (v *VM) Eject(ctx context.Context) error {
+// withMedia runs fn with the media capability under the VM's lock.
+func (v *VM) withMedia(ctx context.Context, fn func(backends.Media) error) error {
 	m, err := v.s.media()
 	if err != nil {
 		return err
@@ -73,34 +73,29 @@ func (v *VM) Eject(ctx context.Context) error {
 		return err
 	}
 	defer release()
-	return wrap(m.Eject(ctx, v.info.VMID), "", "vmid %d eject", v.info.VMID)
+	return fn(m)
+}
+
+// Eject empties the VM's CD drive.
+func (v *VM) Eject(ctx context.Context) error {
+	return v.withMedia(ctx, func(m backends.Media) error {
+		return wrap(m.Eject(ctx, v.info.VMID), "", "vmid %d eject", v.info.VMID)
+	})
 }
 
 // ResizeDisk grows a disk to sizeGB.
 func (v *VM) ResizeDisk(ctx context.Context, disk string, sizeGB int) error {
-	m, err := v.s.media()
-	if err != nil {
-		return err
-	}
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return err
-	}
-	defer release()
-	return wrap(m.ResizeDisk(ctx, v.info.VMID, disk, sizeGB), "disks only grow; vm_exec lsblk shows them", "vmid %d resize %s", v.info.VMID, disk)
+	return v.withMedia(ctx, func(m backends.Media) error {
+		return wrap(m.ResizeDisk(ctx, v.info.VMID, disk, sizeGB), "disks only grow; vm_exec lsblk shows them", "vmid %d resize %s", v.info.VMID, disk)
+	})
 }
 
 // AddDisks adds count empty disks of sizeGB.
 func (v *VM) AddDisks(ctx context.Context, sizeGB, count int) ([]string, error) {
-	m, err := v.s.media()
-	if err != nil {
-		return nil, err
-	}
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	names, err := m.AddDisks(ctx, v.info.VMID, sizeGB, count)
-	return names, wrap(err, "", "vmid %d add disks", v.info.VMID)
+	var names []string
+	err := v.withMedia(ctx, func(m backends.Media) (err error) {
+		names, err = m.AddDisks(ctx, v.info.VMID, sizeGB, count)
+		return wrap(err, "", "vmid %d add disks", v.info.VMID)
+	})
+	return names, err
 }

@@ -11,7 +11,10 @@ import (
 )
 
 //go:embed guestsh/windows.sh
-var windowsScript string
+var windowsBody string
+
+// windowsScript lists the windows of a desktop session.
+var windowsScript = sessionScript + windowsBody
 
 // Window is a visible X11 window of a desktop session.
 type Window struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/qmp"
+	"github.com/poligon/poligon/internal/editdist"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
@@ -119,7 +120,7 @@ func BenchmarkTyping(b *testing.B) {
 				took += time.Since(began)
 				typed += len(cmd) + 1
 				if !ok {
-					lost += editDistance(line+"\n", got)
+					lost += editdist.Levenshtein(line+"\n", got)
 					b.Logf("typed %q\nthe guest wrote %q", line, got)
 					s.Key(ctx, "ctrl-c") // a damaged line may leave the shell mid-quote
 					time.Sleep(500 * time.Millisecond)
@@ -272,28 +273,6 @@ func randomLine(rng *rand.Rand, chars string, n int) string {
 		sb.WriteByte(chars[rng.IntN(len(chars))])
 	}
 	return sb.String()
-}
-
-// editDistance is the Levenshtein distance: the characters lost, added or
-// changed on the way.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // latencies collects the time of each operation, for percentiles.

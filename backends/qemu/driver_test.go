@@ -59,11 +59,7 @@ func bootTiny(t *testing.T, d *Driver, name string) int {
 		t.Fatal(err)
 	}
 	wait(t, d, task)
-	t.Cleanup(func() {
-		if task, err := d.Destroy(context.Background(), vmid); err == nil {
-			d.WaitTask(context.Background(), task.ID)
-		}
-	})
+	destroyLater(t, d, vmid)
 	task, err = d.Start(ctx, vmid)
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +67,15 @@ func bootTiny(t *testing.T, d *Driver, name string) int {
 	wait(t, d, task)
 	waitAgent(t, d, vmid)
 	return vmid
+}
+
+// destroyLater destroys vmid when the test ends.
+func destroyLater(t *testing.T, d *Driver, vmid int) {
+	t.Cleanup(func() {
+		if task, err := d.Destroy(context.Background(), vmid); err == nil {
+			d.WaitTask(context.Background(), task.ID)
+		}
+	})
 }
 
 func waitAgent(t *testing.T, d *Driver, vmid int) {

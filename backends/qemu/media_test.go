@@ -73,11 +73,7 @@ func TestISOVM(t *testing.T) {
 				t.Fatal(err)
 			}
 			wait(t, d, task)
-			t.Cleanup(func() {
-				if task, err := d.Destroy(context.Background(), vmid); err == nil {
-					d.WaitTask(context.Background(), task.ID)
-				}
-			})
+			destroyLater(t, d, vmid)
 			task, _ = d.Start(ctx, vmid)
 			wait(t, d, task)
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/poligon/poligon/internal/editdist"
 )
 
 // Key is one key of a PC keyboard: its qemu sendkey name (a QKeyCode of
@@ -138,7 +140,7 @@ func unknownKeyError(name string) error {
 	}
 	var best []candidate
 	consider := func(candidateName, suggest string) {
-		d := editDistance(name, candidateName)
+		d := editdist.Levenshtein(name, candidateName)
 		if d <= max(1, len(name)/3) {
 			best = append(best, candidate{suggest, d})
 		}
@@ -167,25 +169,4 @@ func unknownKeyError(name string) error {
 		}
 	}
 	return fmt.Errorf("unknown key %q (did you mean %s?)", name, strings.Join(names, " or "))
-}
-
-// editDistance is the Levenshtein distance of two short ASCII names.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -1,19 +1,8 @@
 # vm_exec_gui: launch a program in a user's desktop session, run by the
 # guest's /bin/sh as root. $1 user, $2 the command, base64.
-# The session's environment is read from the user's newest process that has
-# a DISPLAY or WAYLAND_DISPLAY, so the program lands on their screen.
-u=$1
-id "$u" > /dev/null 2>&1 || { echo "no user $u in the guest" >&2; exit 3; }
-env_of() { tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null; }
-# The user's newest process with a display in its environment (from /proc:
-# minimal guests have no pgrep).
-uid=$(id -u "$u")
-found=
-for d in $(ls -d /proc/[0-9]* | sort -t/ -k3 -rn); do
-	[ "$(stat -c %u "$d" 2>/dev/null)" = "$uid" ] || continue
-	if env_of "${d#/proc/}" | grep -qE '^(DISPLAY|WAYLAND_DISPLAY)='; then found=${d#/proc/}; break; fi
-done
-[ -n "$found" ] || { echo "no desktop session of $u: nothing of theirs has DISPLAY or WAYLAND_DISPLAY (log in first, e.g. vm_login)" >&2; exit 4; }
+# The session's environment is read from the process session.sh found, so
+# the program lands on the user's screen.
+# (after session.sh, which found the session's process)
 vars=$(env_of "$found" | grep -E '^(DISPLAY|XAUTHORITY|WAYLAND_DISPLAY|DBUS_SESSION_BUS_ADDRESS|XDG_RUNTIME_DIR|XDG_SESSION_TYPE|HOME|LANG|LANGUAGE|LC_[A-Z_]+)=' | sed "s/'/'\\\\''/g; s/^\([^=]*\)=\(.*\)$/\1='\2'/" | tr '\n' ' ')
 log=$(mktemp /tmp/poligon-gui.XXXXXX)
 chmod 644 "$log"

@@ -2,17 +2,7 @@
 # $1 user, $2 pattern (a substring of title, class or class name; "" = all).
 # Prints "installed xdotool" first when it had to install it, then one line
 # per window: id x y w h title. Exit 4: no session; 5: Wayland; 6: no xdotool.
-u=$1
-env_of() { tr '\0' '\n' < "/proc/$1/environ" 2>/dev/null; }
-# The user's newest process with a display in its environment (from /proc:
-# minimal guests have no pgrep).
-uid=$(id -u "$u")
-found=
-for d in $(ls -d /proc/[0-9]* | sort -t/ -k3 -rn); do
-	[ "$(stat -c %u "$d" 2>/dev/null)" = "$uid" ] || continue
-	if env_of "${d#/proc/}" | grep -qE '^(DISPLAY|WAYLAND_DISPLAY)='; then found=${d#/proc/}; break; fi
-done
-[ -n "$found" ] || { echo "no desktop session of $u" >&2; exit 4; }
+# (after session.sh, which found the session's process)
 if ! env_of "$found" | grep -q '^DISPLAY='; then echo "the session of $u is Wayland" >&2; exit 5; fi
 export $(env_of "$found" | grep -E '^(DISPLAY|XAUTHORITY)=')
 if ! command -v xdotool > /dev/null; then
