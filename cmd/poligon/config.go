@@ -57,13 +57,13 @@ func configCmd(args []string, stdout, stderr io.Writer) error {
 	return exitError(2)
 }
 
-// image builds a template: poligon image tiny [DATA_DIR].
+// image builds a template: poligon image tiny|tiny-x [DATA_DIR].
 func image(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "tiny" {
-		fmt.Fprintln(stderr, "error: want: poligon image tiny [DATA_DIR]\nhint: tiny is the template built from Debian packages")
+	if len(args) == 0 || args[0] != "tiny" && args[0] != "tiny-x" {
+		fmt.Fprintln(stderr, "error: want: poligon image tiny|tiny-x [DATA_DIR]\nhint: tiny is a shell and qemu-ga; tiny-x adds an X11 desktop; both are built from Debian packages")
 		return exitError(2)
 	}
-	script, err := findImageScript("tiny")
+	script, err := findImageScript(args[0])
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@
 //	poligon check DIR                          validate scripts
 //	poligon replay TRANSCRIPT                  re-run a script against a recorded run
 //	poligon config check                       the effective config, secrets masked
-//	poligon image tiny                         build the tiny template
+//	poligon image tiny|tiny-x                  build a template from Debian packages
 //	poligon version
 //	poligon --healthcheck URL                  exit 0 when URL answers 2xx
 package main
@@ -28,7 +28,7 @@ Usage:
   poligon check DIR                               validate the scripts in DIR
   poligon replay TRANSCRIPT                       re-run a script against a recorded run, no machine needed
   poligon config check                            print the effective config (secrets masked) and its problems
-  poligon image tiny [DATA_DIR]                   build the tiny template from Debian packages
+  poligon image tiny|tiny-x [DATA_DIR]            build a template from Debian packages
   poligon version                                 print the version
   poligon --healthcheck URL                       exit 0 when URL answers 2xx (container health checks)
 
