@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -100,6 +101,21 @@ func redact(t *Tool, raw json.RawMessage) map[string]any {
 		}
 	}
 	return args
+}
+
+// auditError keeps the part of an error that says what failed and drops the
+// payload: guest output or a server's body can carry a password, and
+// cutting at N characters does not help when it comes first.
+func auditError(msg string) string {
+	for _, payload := range []string{", stdout \"", ": stdout \"", " stderr \""} {
+		if i := strings.Index(msg, payload); i >= 0 {
+			msg = msg[:i] + " (output left out)"
+		}
+	}
+	if r := []rune(msg); len(r) > 300 {
+		msg = string(r[:300]) + "..."
+	}
+	return msg
 }
 
 func redacted(v any) string {

@@ -191,3 +191,14 @@ func TestAuditRedactsTypedText(t *testing.T) {
 		t.Fatalf("audit record = %+v", rec)
 	}
 }
+
+func TestAuditErrorLeavesOutPayload(t *testing.T) {
+	msg := `error: login failed after 3 host calls: expect failed: exitcode 1, stdout "password=hunter2", stderr "x"`
+	got := auditError(msg)
+	if strings.Contains(got, "hunter2") || !strings.HasPrefix(got, "error: login failed after 3 host calls: expect failed: exitcode 1") {
+		t.Fatalf("auditError = %q", got)
+	}
+	if got := auditError(strings.Repeat("x", 1000)); len(got) != 303 {
+		t.Fatalf("a long error is %d bytes", len(got))
+	}
+}

@@ -47,9 +47,6 @@ type Server struct {
 // Options are what the CLI decides beyond the config.
 type Options struct {
 	Logger *slog.Logger
-	// Transport names how callers reach this instance ("stdio", "http",
-	// "cli"), for the audit log.
-	Transport string
 }
 
 // New builds a server from a checked config: its benches and the built-in
@@ -223,7 +220,7 @@ func (s *Server) handler(t *Tool) mcp.ToolHandler {
 		case err != nil:
 			rec.Outcome, rec.Error = "failed", err.Error()
 		case res.IsError:
-			rec.Outcome, rec.Error = "error", firstLine(res)
+			rec.Outcome, rec.Error = "error", auditError(firstLine(res))
 		default:
 			rec.Outcome = "ok"
 		}

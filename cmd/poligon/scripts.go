@@ -53,7 +53,7 @@ func runScript(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log := newLogger(stderr, "warn")
-	srv, err := engine.New(cfg, engine.Options{Logger: log, Transport: "cli"})
+	srv, err := engine.New(cfg, engine.Options{Logger: log})
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *stdio {
 		transport = "stdio"
 	}
-	srv, err := engine.New(cfg, engine.Options{Logger: log, Transport: transport})
+	srv, err := engine.New(cfg, engine.Options{Logger: log})
 	if err != nil {
 		return err
 	}
