@@ -9,9 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -103,12 +105,15 @@ func TestCommandLine(t *testing.T) {
 
 // TestStdio talks MCP to `poligon serve --stdio` as a client would.
 func TestStdio(t *testing.T) {
-	cmd := exec.Command(binaryPath, "serve", "--stdio")
+	scripts := t.TempDir()
+	cmd := exec.Command(binaryPath, "serve", "--stdio", "--scripts", scripts)
 	cmd.Env = env(t, testvm.ShortTempDir(t))
 	var stderr syncBuffer // written by the process's copier, read here
 	cmd.Stderr = &stderr
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil).
-		Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	changed := make(chan struct{}, 10)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +134,16 @@ func TestStdio(t *testing.T) {
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "vm_list_my_vms"})
 	if err != nil || res.IsError || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "owner tester: 0 VMs") {
 		t.Fatalf("vm_list_my_vms over stdio: %+v, %v", res, err)
+	}
+	// The scripts directory is watched: a new script is a new tool.
+	os.WriteFile(filepath.Join(scripts, "hello.js"), []byte(`module.exports = { name: "hello", description: "says hello", run() { return "hello"; } };`), 0o644)
+	select {
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no tools/list_changed after adding a script; the server's log:\n%s", stderr.String())
+	}
+	if tools, err := cs.ListTools(context.Background(), nil); err != nil || !slices.ContainsFunc(tools.Tools, func(tool *mcp.Tool) bool { return tool.Name == "vm_hello" }) {
+		t.Fatalf("vm_hello not listed after list_changed (%v)", err)
 	}
 	if strings.Contains(stderr.String(), "level=ERROR") {
 		t.Errorf("the server logged errors:\n%s", stderr.String())

@@ -106,11 +106,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer srv.Close()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if err := srv.LoadScripts(ctx); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// A new, changed or removed script adds, replaces or removes its tool.
+	if err := srv.WatchScripts(ctx); err != nil {
+		return err
+	}
 	log.Info("poligon starting", "version", engine.Version, "transport", transport, "benches", len(cfg.Benches), "tools", len(srv.ToolNames()))
 	for _, p := range srv.Problems() {
 		log.Warn("not ready", "problem", p)
