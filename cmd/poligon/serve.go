@@ -127,6 +127,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		shutdown(srv, cfg, log)
 		return err
 	}
+	if len(cfg.Tokens) == 0 {
+		log.Warn("no [[token]] in the config: over HTTP only Proxmox benches (X-PVE-Token) can be used; see the README's Connecting section")
+	}
 	ln, err := net.Listen("tcp", cfg.Server.Bind)
 	if err != nil {
 		return err
