@@ -5,12 +5,17 @@ import (
 	"crypto/sha256"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/pve"
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/hostapi"
 )
+
+// maxOpened bounds the tokens whose consoles the bench closes on close (at
+// exit the process closes the rest anyway).
+const maxOpened = 1024
 
 // openPVEBench serves a Proxmox VE cluster. Each caller reaches it with
 // their own API token (X-PVE-Token over HTTP; the bench's token or
@@ -32,6 +37,7 @@ func openPVEBench(bc config.Bench, log *slog.Logger) (*bench, error) {
 	// One Backend per token seen, to close the consoles that token's calls
 	// left open (they are shared by every Backend of the token) on close.
 	var opened sync.Map // sha256 of the token -> *pve.Backend
+	var openedCount atomic.Int64
 	return &bench{
 		cfg: bc,
 		open: func(ctx context.Context, c Caller) (backends.Backend, string, error) {
@@ -52,7 +58,11 @@ func openPVEBench(bc config.Bench, log *slog.Logger) (*bench, error) {
 			if err != nil {
 				return nil, "", hostapi.Failf("the token looks like user@realm!tokenid=secret", "bench %s: %v", bc.Name, err)
 			}
-			opened.LoadOrStore(sha256.Sum256([]byte(cfg.Token)), be)
+			if openedCount.Load() < maxOpened { // bounded: every distinct token string a client sends
+				if _, had := opened.LoadOrStore(sha256.Sum256([]byte(cfg.Token)), be); !had {
+					openedCount.Add(1)
+				}
+			}
 			return be, be.LockKey(), nil
 		},
 		check: func() []string { return nil },

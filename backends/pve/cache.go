@@ -15,6 +15,7 @@ const (
 	taskMemoTTL  = time.Hour
 	consoleIdle  = 15 * time.Minute // an unused console is closed after this
 	maxTaskMemos = 4096
+	sessionIdle  = time.Hour // a token unused this long, with no console, is forgotten
 )
 
 // endpointState is shared by every Backend of one cluster (endpoint URL or
@@ -38,7 +39,8 @@ type recentVM struct {
 // session is the state of one token on one endpoint: what the token may
 // see is only ever served to the same token.
 type session struct {
-	ep *endpointState
+	ep      *endpointState
+	lastUse time.Time // guarded by ep.mu
 
 	mu       sync.Mutex
 	ident    *identityAnswer
@@ -79,12 +81,31 @@ func endpointFor(key string) *endpointState {
 func (ep *endpointState) session(key string) *session {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
+	now := time.Now()
 	s, ok := ep.sessions[key]
 	if !ok {
+		ep.pruneLocked(now)
 		s = &session{ep: ep, consoles: map[int]*console{}, memos: map[string]taskMemo{}}
 		ep.sessions[key] = s
 	}
+	s.lastUse = now
 	return s
+}
+
+// pruneLocked forgets the tokens unused for sessionIdle that hold no
+// console, so that every distinct token a client ever sent (a typo, a
+// revoked one) does not stay in memory for the life of the process.
+func (ep *endpointState) pruneLocked(now time.Time) {
+	for key, s := range ep.sessions {
+		if now.Sub(s.lastUse) < sessionIdle || !s.mu.TryLock() { // busy: keep it for now
+			continue
+		}
+		idle := len(s.consoles) == 0 && len(s.opening) == 0
+		s.mu.Unlock()
+		if idle {
+			delete(ep.sessions, key)
+		}
+	}
 }
 
 // invalidate marks every token's VM list of this endpoint stale.
