@@ -67,10 +67,10 @@ func (s *Server) RunFile(ctx context.Context, req RunRequest) (RunOutcome, error
 	}
 	vmid := req.VMID
 	if req.Template != "" {
-		if vmid, err = s.freshVM(ctx, sess, req.Template, sc.name, say); err != nil {
-			return RunOutcome{}, err
-		}
-		if !req.Keep {
+		vmid, err = s.freshVM(ctx, sess, req.Template, sc.name, say)
+		// The clone is destroyed however the run ends (unless --keep): a
+		// failed boot or a Ctrl-C must not leave it running.
+		if vmid != 0 && !req.Keep {
 			defer func() {
 				if v, err := sess.VM(context.Background(), vmid); err == nil {
 					say("destroying vmid %d (--keep keeps it)", vmid)
@@ -78,18 +78,18 @@ func (s *Server) RunFile(ctx context.Context, req RunRequest) (RunOutcome, error
 				}
 			}()
 		}
+		if err != nil {
+			return RunOutcome{}, err
+		}
 	}
-	v, err := sess.VM(ctx, vmid)
-	if err != nil {
-		return RunOutcome{}, err
-	}
-	release, err := sess.Hold(ctx, vmid)
+	v, release, err := sess.LockVM(ctx, vmid)
 	if err != nil {
 		return RunOutcome{}, err
 	}
 	defer release()
+	sess.ForScript()
 	say("running %s on vmid %d (%s)", sc.name, vmid, v.Info().Name)
-	out, err := s.scripts.Run(ctx, v, sc.name, req.Params, req.Hooks)
+	out, err := s.scripts.Run(ctx, v, sc, req.Params, req.Hooks)
 	if err == nil && out.Shot != nil && s.cfg.EvidenceDir != "" {
 		path := fmt.Sprintf("run-%s-vm%d-%s.png", sc.name, vmid, time.Now().UTC().Format("20060102-150405"))
 		if saved, serr := sess.SaveShot(*out.Shot, path); serr == nil {
@@ -100,7 +100,8 @@ func (s *Server) RunFile(ctx context.Context, req RunRequest) (RunOutcome, error
 }
 
 // freshVM clones a template (by name or vmid), starts it and waits for its
-// guest agent.
+// guest agent. Once the clone exists its vmid is answered, with or without
+// an error, so the caller can remove it.
 func (s *Server) freshVM(ctx context.Context, sess *hostapi.Session, template, script string, say func(string, ...any)) (int, error) {
 	tpls, err := sess.Templates(ctx)
 	if err != nil {
@@ -122,29 +123,29 @@ func (s *Server) freshVM(ctx context.Context, sess *hostapi.Session, template, s
 		return 0, err
 	}
 	if err := res.Task.Err(); err != nil {
-		return 0, err
+		return res.VMID, err
 	}
 	v, err := sess.VM(ctx, res.VMID)
 	if err != nil {
-		return 0, err
+		return res.VMID, err
 	}
 	say("starting vmid %d", res.VMID)
 	if r, err := v.Start(ctx, 50); err != nil {
-		return 0, err
+		return res.VMID, err
 	} else if err := r.Err(); err != nil {
-		return 0, err
+		return res.VMID, err
 	}
 	for i := 0; i < 6; i++ {
 		ok, took, err := v.WaitBoot(ctx, 50)
 		if err != nil {
-			return 0, err
+			return res.VMID, err
 		}
 		if ok {
 			say("booted in %.1f s", took.Seconds())
 			return res.VMID, nil
 		}
 	}
-	return 0, hostapi.Failf("look at the VM's console (ui_screenshot) or its serial log", "vmid %d did not boot in 5 minutes", res.VMID)
+	return res.VMID, hostapi.Failf("look at the VM's console (ui_screenshot) or its serial log", "vmid %d did not boot in 5 minutes", res.VMID)
 }
 
 // snapshot answers the current name -> script set.

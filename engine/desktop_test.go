@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -56,7 +58,10 @@ func TestDesktopOnTinyX(t *testing.T) {
 	if res.IsError || !strings.HasPrefix(out, m[3]+"x"+m[4]+"\n") || !strings.Contains(out, `window `) || len(res.Content) != 2 {
 		t.Fatalf("ui_screenshot region = %q", out)
 	}
-	mustRefuse(t, cs, "ui_screenshot", with("region", "no-such-window"), "hint: visible windows:")
+	mustRefuse(t, cs, "ui_screenshot", with("region", "no-such-window", "path", "refused.png"), "hint: visible windows:")
+	if _, err := os.Stat(filepath.Join(cfg.EvidenceDir, "refused.png")); !os.IsNotExist(err) {
+		t.Fatalf("a refused screenshot saved its file: %v", err)
+	}
 
 	// Click into the new xterm (twm focuses what the pointer is in), type.
 	out = mustOK(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": x + w/2, "y": y + h/2, "screenshot": true, "settle_ms": 3000})

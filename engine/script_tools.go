@@ -104,16 +104,13 @@ func decodeScriptArgs(sp spec, raw json.RawMessage) (*scriptArgs, error) {
 // runTool runs a tool script on a VM the caller owns, holding the VM's lock
 // for the whole run, with a transcript.
 func (ss *scriptSet) runTool(ctx context.Context, c *Call, sc *script, in *scriptArgs) (*mcp.CallToolResult, error) {
-	v, err := c.Session.VM(ctx, in.VMID)
-	if err != nil {
-		return nil, err
-	}
-	release, err := c.Session.Hold(ctx, in.VMID)
+	v, release, err := c.Session.LockVM(ctx, in.VMID)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	out, err := ss.Run(ctx, v, sc.name, in.Params, RunHooks{Log: ss.log.With("script", sc.name, "vmid", in.VMID).Info})
+	c.Session.ForScript()
+	out, err := ss.Run(ctx, v, sc, in.Params, RunHooks{Log: ss.log.With("script", sc.name, "vmid", in.VMID).Info})
 	if err != nil {
 		return nil, err
 	}
@@ -166,18 +163,19 @@ type RunHooks struct {
 	Step func(call string, args, answer json.RawMessage, err error, took time.Duration)
 }
 
-// Run runs a script on v (the caller holds v's lock) and records its
-// transcript. It serves tool calls and `poligon run`.
-func (ss *scriptSet) Run(ctx context.Context, v *hostapi.VM, name string, params map[string]string, hooks RunHooks) (RunOutcome, error) {
-	log := hooks.Log
-	if log == nil {
-		log = func(string, ...any) {}
+// Run runs a script on v (the caller holds v's lock; its session is a
+// script session) and records its transcript. It serves tool calls and
+// `poligon run`. The values of params named like secrets are scrubbed from
+// everything the run leaves behind: transcript, log lines, step lines and
+// its error.
+func (ss *scriptSet) Run(ctx context.Context, v *hostapi.VM, sc *script, params map[string]string, hooks RunHooks) (RunOutcome, error) {
+	params = withDefaults(sc.manifest(), params) // so defaults are scrubbed too
+	scrub := secretScrubber(params)
+	log := func(msg string, args ...any) {
+		if hooks.Log != nil {
+			hooks.Log(scrub(msg), scrubArgs(scrub, args)...)
+		}
 	}
-	sc, ok := ss.lookup(name)
-	if !ok {
-		return RunOutcome{}, hostapi.Failf("poligon check lists the loaded scripts", "no script named %q", name)
-	}
-	params = withDefaults(sc.manifest(), params) // so defaults are redacted too
 	host := &hostapi.Script{VM: v, Log: func(m string) { log(m) }}
 	var seed [8]byte
 	rand.Read(seed[:])
@@ -185,11 +183,11 @@ func (ss *scriptSet) Run(ctx context.Context, v *hostapi.VM, name string, params
 		Script: sc.file, SHA256: sc.sum, VMID: v.ID(), Params: redactParams(params),
 		Seed: int64(binary.LittleEndian.Uint64(seed[:]) >> 1), Clock: time.Now().UTC().Truncate(time.Millisecond),
 	}
-	w, path := ss.openTranscript(name, v.ID())
+	w, path := ss.openTranscript(sc.name, v.ID())
 	defer w.Close()
 	redact := secretRedactor(params)
-	counted := &countingHost{next: hostAdapter(host), step: hooks.Step, redact: redact}
-	rec := transcript.NewRecorder(w, header, counted, transcript.WithRedact(redact))
+	counted := &countingHost{next: hostAdapter(host), step: hooks.Step, redact: redact, scrub: scrub}
+	rec := transcript.NewRecorder(scrubWriter{w, scrub}, header, counted, transcript.WithRedact(redact))
 	host.Recipe = func(ctx context.Context, name string, rp map[string]string) (json.RawMessage, error) {
 		return ss.runRecipe(ctx, rec, v, name, rp, log)
 	}
@@ -199,10 +197,11 @@ func (ss *scriptSet) Run(ctx context.Context, v *hostapi.VM, name string, params
 		Host: rec, Params: params, VMID: v.ID(), Seed: header.Seed, Clock: header.Clock,
 		Log: func(m string) { log(m) }, Limits: ss.limits(sc),
 	})
-	out := RunOutcome{Script: name, VMID: v.ID(), Value: res.Value, Elapsed: time.Since(start), Transcript: path, Calls: int(counted.n.Load())}
+	out := RunOutcome{Script: sc.name, VMID: v.ID(), Value: res.Value, Elapsed: time.Since(start), Transcript: path, Calls: int(counted.n.Load())}
 	if err != nil {
+		err = scriptFailure(sc.name, err, out, scrub)
 		log("script failed", "err", err.Error())
-		return out, scriptFailure(name, err, out)
+		return out, err
 	}
 	if f, id, ok := host.LastShot(); ok {
 		out.Shot = &f
@@ -255,12 +254,13 @@ func hostAdapter(h *hostapi.Script) runtime.Host {
 }
 
 // countingHost counts the calls that reach the host, and shows each to
-// step when set.
+// step when set (arguments redacted, errors scrubbed).
 type countingHost struct {
 	next   runtime.Host
 	n      atomic.Int64
 	step   func(call string, args, answer json.RawMessage, err error, took time.Duration)
 	redact func(call string, args json.RawMessage) json.RawMessage
+	scrub  func(string) string
 }
 
 func (c *countingHost) Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
@@ -268,13 +268,30 @@ func (c *countingHost) Call(ctx context.Context, name string, args json.RawMessa
 	start := time.Now()
 	answer, err := c.next.Call(ctx, name, args)
 	if c.step != nil {
-		shown := args
+		shown, shownErr := args, err
 		if c.redact != nil {
 			shown = c.redact(name, args)
 		}
-		c.step(name, shown, answer, err, time.Since(start))
+		if err != nil && c.scrub != nil {
+			shownErr = errors.New(c.scrub(err.Error()))
+		}
+		c.step(name, shown, nil, shownErr, time.Since(start))
 	}
 	return answer, err
+}
+
+// scrubWriter scrubs secrets from everything written through it (a
+// transcript line: arguments, answers and errors alike).
+type scrubWriter struct {
+	w     interface{ Write([]byte) (int, error) }
+	scrub func(string) string
+}
+
+func (s scrubWriter) Write(p []byte) (int, error) {
+	if _, err := s.w.Write([]byte(s.scrub(string(p)))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // nopCloser is a transcript sink when there is no state directory.
@@ -344,16 +361,55 @@ func redactParams(params map[string]string) map[string]string {
 	return out
 }
 
-// secretRedactor blanks, in every recorded call, the values of params named
-// like secrets (a password a login script types or pipes to chpasswd) and
-// the text typed on the keyboard.
-func secretRedactor(params map[string]string) func(call string, args json.RawMessage) json.RawMessage {
+// secretValues answers the values of params named like secrets (a
+// password a login script types or pipes to chpasswd).
+func secretValues(params map[string]string) []string {
 	var secrets []string
 	for k, v := range params {
 		if secretName.MatchString(k) && len(v) >= 3 {
 			secrets = append(secrets, v)
 		}
 	}
+	return secrets
+}
+
+// secretScrubber answers a function that replaces every secret value in a
+// text, raw or as it appears inside a JSON string, with <redacted>.
+func secretScrubber(params map[string]string) func(string) string {
+	var forms []string
+	for _, s := range secretValues(params) {
+		forms = append(forms, s)
+		for _, f := range jsonForms(s) {
+			if f != s {
+				forms = append(forms, f)
+			}
+		}
+	}
+	return func(text string) string {
+		for _, f := range forms {
+			text = strings.ReplaceAll(text, f, "<redacted>")
+		}
+		return text
+	}
+}
+
+// scrubArgs scrubs the string values of slog key-value pairs.
+func scrubArgs(scrub func(string) string, args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			a = scrub(s)
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// secretRedactor blanks, in the arguments of every recorded call, the
+// secret params' values and the text typed on the keyboard. A replay
+// compares against the same blanked form.
+func secretRedactor(params map[string]string) func(call string, args json.RawMessage) json.RawMessage {
+	scrub := secretScrubber(params)
 	return func(call string, args json.RawMessage) json.RawMessage {
 		if call == calls.Type {
 			var a calls.TypeArgs
@@ -362,12 +418,7 @@ func secretRedactor(params map[string]string) func(call string, args json.RawMes
 				args, _ = json.Marshal(calls.TypeArgs{Text: "<redacted>"})
 			}
 		}
-		for _, s := range secrets {
-			for _, inner := range jsonForms(s) {
-				args = json.RawMessage(strings.ReplaceAll(string(args), inner, "<redacted>"))
-			}
-		}
-		return args
+		return json.RawMessage(scrub(string(args)))
 	}
 }
 
@@ -391,10 +442,10 @@ func jsonForms(s string) []string {
 }
 
 // scriptFailure renders a failed run for the model: where it failed, why,
-// a hint, and how far it got.
-func scriptFailure(name string, err error, out RunOutcome) error {
-	msg := fmt.Sprintf("%s failed after %d host calls: %v", name, out.Calls, err)
-	hint := hintOfScript(err)
+// a hint, and how far it got; secrets scrubbed.
+func scriptFailure(name string, err error, out RunOutcome, scrub func(string) string) error {
+	msg := scrub(fmt.Sprintf("%s failed after %d host calls: %v", name, out.Calls, err))
+	hint := scrub(hintOfScript(err))
 	if out.Transcript != "" {
 		note := "the run's transcript is " + out.Transcript
 		if hint != "" {

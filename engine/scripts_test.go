@@ -254,6 +254,7 @@ module.exports = {
     const out = [];
     out.push(vm.exec("echo " + p.word).stdout.trim());
     out.push(vm.expect("echo ok; echo " + p.password + " >/dev/null", { contains: "ok" }).trim());
+    vm.log("the guest says " + vm.exec("echo " + p.password).stdout); // an answer and a log line holding the secret
     out.push(String(vm.check("false")));
     try { vm.expect("exit 3"); out.push("expect did not throw"); } catch (e) { out.push(e.message.includes("exitcode 3") && e.hint ? "expect throws" : e.message); }
     vm.file.write("/tmp/v.txt", "fïle");

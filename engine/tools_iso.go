@@ -116,6 +116,9 @@ func diskResize(ctx context.Context, c *Call, in *diskResizeArgs) (*mcp.CallTool
 func diskAdd(ctx context.Context, c *Call, in *diskAddArgs) (*mcp.CallToolResult, error) {
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
 		names, err := v.AddDisks(ctx, in.SizeGB, in.Count)
+		if err != nil && len(names) > 0 {
+			return nil, hostapi.Failf(fmt.Sprintf("%s were added before it failed; vm_disk_add again adds the rest", strings.Join(names, ", ")), "%v", err)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -235,6 +235,7 @@ func TestToolsOnTiny(t *testing.T) {
 		mustRefuse(t, cs, "vm_exec", args, "is not yours")
 		mustRefuse(t, cs, "vm_destroy", map[string]any{"vmid": foreign, "confirm": true}, "is not yours")
 		mustRefuse(t, cs, "vm_start", map[string]any{"vmid": 9000}, "template")
+		mustRefuse(t, cs, "vm_task_wait", map[string]any{"upid": task.ID}, "which is not yours")
 		if out := mustOK(t, cs, "vm_list_my_vms", nil); strings.Contains(out, "other-repro-x") {
 			t.Fatalf("vm_list_my_vms shows a foreign VM: %q", out)
 		}

@@ -122,14 +122,8 @@ func screenshot(ctx context.Context, c *Call, in *screenshotArgs) (*mcp.CallTool
 		if err != nil {
 			return nil, err
 		}
+		full := f
 		var lines []string
-		if in.Path != "" {
-			saved, err := c.Session.SaveShot(f, in.Path)
-			if err != nil {
-				return nil, err
-			}
-			lines = append(lines, "saved "+saved)
-		}
 		if in.Region != "" {
 			w, installed, err := v.FindWindow(ctx, in.Region, in.User)
 			if err != nil {
@@ -148,6 +142,13 @@ func screenshot(ctx context.Context, c *Call, in *screenshotArgs) (*mcp.CallTool
 				copy(sub.Pix[y*sub.Stride:], f.Image.Pix[(box.Min.Y+y)*f.Image.Stride+box.Min.X*4:(box.Min.Y+y)*f.Image.Stride+box.Max.X*4])
 			}
 			f = hostapi.Frame{Image: sub, At: f.At}
+		}
+		if in.Path != "" { // last: a refused call saves nothing
+			saved, err := c.Session.SaveShot(full, in.Path)
+			if err != nil {
+				return nil, err
+			}
+			lines = append([]string{"saved " + saved}, lines...)
 		}
 		return imageResult(f, in.Scale, lines...)
 	})
@@ -181,7 +182,7 @@ func waitFor(ctx context.Context, c *Call, in *waitForArgs) (*mcp.CallToolResult
 			}
 			line = fmt.Sprintf("screen settled after %.1f s", s.Elapsed.Seconds())
 			if !s.OK {
-				line = fmt.Sprintf("timeout after %.1f s: the screen kept changing", s.Elapsed.Seconds())
+				line = fmt.Sprintf("timeout after %.1f s: the screen did not settle", s.Elapsed.Seconds())
 			}
 		}
 		if !in.Screenshot {

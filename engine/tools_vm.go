@@ -84,11 +84,7 @@ func vmTools() []*Tool {
 
 // withVM checks the VM is the caller's and holds its lock for the call.
 func withVM(ctx context.Context, c *Call, vmid int, fn func(v *hostapi.VM) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
-	v, err := c.Session.VM(ctx, vmid)
-	if err != nil {
-		return nil, err
-	}
-	release, err := c.Session.Hold(ctx, vmid)
+	v, release, err := c.Session.LockVM(ctx, vmid)
 	if err != nil {
 		return nil, err
 	}

@@ -25,8 +25,9 @@ type Script struct {
 	Recipe func(ctx context.Context, name string, params map[string]string) (json.RawMessage, error)
 
 	mu    sync.Mutex
-	shots map[string]Frame
+	shots map[string]Frame // the last keptShots of the run
 	order []string
+	taken int
 }
 
 // Shot answers a screenshot taken during the run by its handle.
@@ -48,15 +49,24 @@ func (h *Script) LastShot() (Frame, string, bool) {
 	return h.shots[id], id, true
 }
 
+// keptShots is how many screenshots a run keeps for evidence.save and its
+// answer: a frame is megabytes, and a loop of shots must not fill the host.
+const keptShots = 8
+
 func (h *Script) keep(f Frame) calls.ShotAnswer {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.shots == nil {
 		h.shots = map[string]Frame{}
 	}
-	id := fmt.Sprintf("shot-%d", len(h.order)+1)
+	h.taken++
+	id := fmt.Sprintf("shot-%d", h.taken)
 	h.shots[id] = f
 	h.order = append(h.order, id)
+	if len(h.order) > keptShots {
+		delete(h.shots, h.order[0])
+		h.order = h.order[1:]
+	}
 	b := f.Image.Bounds()
 	return calls.ShotAnswer{Image: id, Width: b.Dx(), Height: b.Dy(), Digest: f.Digest()}
 }
@@ -79,11 +89,13 @@ func decode[T any](name string, raw json.RawMessage) (T, error) {
 	return v, nil
 }
 
-func seconds(n int, def time.Duration) time.Duration {
-	if n <= 0 {
-		return def
+// or answers v, or def when the script left the option out (0). A script
+// session's waits are bounded by the run, not by MaxWait.
+func or(v, def float64) float64 {
+	if v > 0 {
+		return v
 	}
-	return time.Duration(n) * time.Second
+	return def
 }
 
 func fseconds(f float64, def time.Duration) time.Duration {
@@ -104,7 +116,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		r, err := h.VM.Exec(ctx, a.Command, seconds(a.Timeout, 120*time.Second))
+		r, err := h.VM.Exec(ctx, a.Command, fseconds(a.Timeout, 120*time.Second))
 		return execAnswer(r), err
 	},
 	calls.Expect: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -112,7 +124,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		r, err := h.VM.Expect(ctx, a.Command, seconds(a.Timeout, 120*time.Second), a.Contains)
+		r, err := h.VM.Expect(ctx, a.Command, fseconds(a.Timeout, 120*time.Second), a.Contains)
 		return execAnswer(r), err
 	},
 	calls.Check: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -120,7 +132,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		r, err := h.VM.Exec(ctx, a.Command, seconds(a.Timeout, 120*time.Second))
+		r, err := h.VM.Exec(ctx, a.Command, fseconds(a.Timeout, 120*time.Second))
 		return calls.CheckAnswer{OK: err == nil && r.Exit == 0, ExecAnswer: execAnswer(r)}, err
 	},
 	calls.RunDetached: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -128,7 +140,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		st, err := h.VM.Run(ctx, a.Command, float64(a.Wait), a.Restart)
+		st, err := h.VM.Run(ctx, a.Command, or(a.Wait, 45), a.Restart)
 		return calls.RunAnswer{State: st.State, Exit: st.Exit, Seconds: st.Elapsed.Seconds(), Tail: st.Tail}, err
 	},
 	calls.ReadFile: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -157,8 +169,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		// A script is not bound by a client's minute: it may wait longer.
-		ok, d, err := h.VM.waitBootFor(ctx, seconds(a.Timeout, 60*time.Second))
+		ok, d, err := h.VM.WaitBoot(ctx, or(a.Timeout, 60))
 		return wait(ok, d), err
 	},
 	calls.ExecGUI: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -251,28 +262,28 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Start(ctx, float64(a.Wait)))
+		return finished(h.VM.Start(ctx, or(a.Wait, 600)))
 	},
 	calls.Stop: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.PowerArgs](calls.Stop, raw)
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Stop(ctx, float64(a.Wait)))
+		return finished(h.VM.Stop(ctx, or(a.Wait, 600)))
 	},
 	calls.Snapshot: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.SnapshotArgs](calls.Snapshot, raw)
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Snapshot(ctx, a.Name, float64(a.Wait)))
+		return finished(h.VM.Snapshot(ctx, a.Name, or(a.Wait, 600)))
 	},
 	calls.Rollback: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.SnapshotArgs](calls.Rollback, raw)
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Rollback(ctx, a.Name, float64(a.Wait)))
+		return finished(h.VM.Rollback(ctx, a.Name, or(a.Wait, 600)))
 	},
 	calls.SaveShot: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.SaveShotArgs](calls.SaveShot, raw)
@@ -283,7 +294,7 @@ var table = map[string]call{
 		if a.Image != "" {
 			var ok bool
 			if f, ok = h.Shot(a.Image); !ok {
-				return nil, Failf("pass the image field of a screen.shot() answer of this run", "no screenshot %q in this run", a.Image)
+				return nil, Failf(fmt.Sprintf("pass the image field of one of the last %d screen.shot() answers of this run", keptShots), "no screenshot %q kept in this run", a.Image)
 			}
 		} else if f, err = h.VM.Shot(ctx); err != nil {
 			return nil, err

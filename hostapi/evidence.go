@@ -67,8 +67,11 @@ func SaveEvidence(dir, path string, data []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if fi, err := os.Lstat(full); err == nil && fi.IsDir() {
+		return "", Failf(evidenceHint, "path %q is a directory: name a file", path)
+	}
 	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		return "", fmt.Errorf("evidence directory: %w", err)
+		return "", Failf(evidenceHint, "path %q: cannot make its directory", path)
 	}
 	// Write beside and rename: a reader never sees half a PNG, and a symlink
 	// planted at the target after the check is replaced, not followed.

@@ -104,11 +104,12 @@ func (v *VM) execArgs(ctx context.Context, path string, args []string, timeout t
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var pid int
-	err = retryAgent(ctx, func(ctx context.Context) (err error) {
-		pid, err = g.ExecStart(ctx, v.info.VMID, backends.ExecRequest{Path: path, Args: args})
-		return err
-	})
+	// Wait for the agent with pings, which are safe to repeat; then start
+	// the command once: a guest-exec that went out unanswered may have run.
+	if err := retryAgent(ctx, func(ctx context.Context) error { return g.GuestPing(ctx, v.info.VMID) }); err != nil {
+		return ExecResult{}, v.agentError(err)
+	}
+	pid, err := g.ExecStart(ctx, v.info.VMID, backends.ExecRequest{Path: path, Args: args})
 	if err != nil {
 		return ExecResult{}, v.agentError(err)
 	}
@@ -181,7 +182,7 @@ var runScript string
 const runDir = "/var/tmp/poligon-run"
 
 // Run starts a long command detached, or picks up the run of the same
-// command, and waits up to wait seconds (default 45, at most MaxWait). A
+// command, and waits up to wait seconds (at most MaxWait in a tool call). A
 // finished run is reported, not repeated, unless restart is set. An agent
 // that stops answering (the command rebooted the guest) is waited for.
 func (v *VM) Run(ctx context.Context, command string, wait float64, restart bool) (RunState, error) {
@@ -193,7 +194,7 @@ func (v *VM) Run(ctx context.Context, command string, wait float64, restart bool
 	sum := sha256.Sum256([]byte(command))
 	dir := runDir + "/" + hex.EncodeToString(sum[:8])
 	b64 := base64.StdEncoding.EncodeToString([]byte(command))
-	limit := v.s.clampWait(wait, 45*time.Second)
+	limit := v.s.clampWait(wait)
 	deadline := time.Now().Add(limit)
 	stop := v.s.reportWhile(ctx, fmt.Sprintf("waiting for %s on vmid %d", shorten(command, 60), v.info.VMID), limit)
 	defer stop()
@@ -305,14 +306,11 @@ func (v *VM) fileError(err error, path string) error {
 	return wrap(err, "check the path with vm_exec (ls -l)", "%s", path)
 }
 
-// WaitBoot waits until the guest agent answers, at most timeout (capped at
-// MaxWait). It answers whether it did and how long it took.
+// WaitBoot waits until the guest agent answers, at most timeout seconds
+// (capped at MaxWait in a tool call). It answers whether it did and how
+// long it took.
 func (v *VM) WaitBoot(ctx context.Context, timeout float64) (bool, time.Duration, error) {
-	return v.waitBootFor(ctx, v.s.clampWait(timeout, v.s.env.maxWait()))
-}
-
-// waitBootFor is WaitBoot without the cap, for scripts.
-func (v *VM) waitBootFor(ctx context.Context, limit time.Duration) (bool, time.Duration, error) {
+	limit := v.s.clampWait(timeout)
 	g, err := v.guest()
 	if err != nil {
 		return false, 0, err
@@ -374,7 +372,11 @@ func (v *VM) ExecGUI(ctx context.Context, command, user string) (GUIResult, erro
 		return GUIResult{}, err
 	}
 	if res.Exit != 0 {
-		return GUIResult{}, Failf("the desktop user must exist and be logged in (vm_login)", "%s", strings.TrimSpace(string(res.Stderr)))
+		msg := strings.TrimSpace(string(res.Stderr))
+		if msg == "" {
+			msg = fmt.Sprintf("launching it failed (exit %d)", res.Exit)
+		}
+		return GUIResult{}, Failf("the desktop user must exist and be logged in (vm_login)", "%s", msg)
 	}
 	head, out, _ := strings.Cut(string(res.Stdout), "\n")
 	r := GUIResult{Running: head == "running", Output: out}

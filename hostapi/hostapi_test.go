@@ -194,3 +194,20 @@ func TestSanitizeOwner(t *testing.T) {
 		}
 	}
 }
+
+func TestScriptKeepsTheLastShots(t *testing.T) {
+	h := &Script{}
+	var first string
+	for i := 0; i < keptShots+2; i++ {
+		a := h.keep(Frame{Image: image.NewRGBA(image.Rect(0, 0, 4, 4))})
+		if i == 0 {
+			first = a.Image
+		}
+	}
+	if _, ok := h.Shot(first); ok {
+		t.Fatal("the first of 10 shots is still kept")
+	}
+	if _, id, ok := h.LastShot(); !ok || id != "shot-10" || len(h.shots) != keptShots {
+		t.Fatalf("last %q, %d kept", id, len(h.shots))
+	}
+}

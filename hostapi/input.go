@@ -3,6 +3,7 @@ package hostapi
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/poligon/poligon/backends"
 )
@@ -10,18 +11,26 @@ import (
 // MaxTypeLen bounds one type call: longer text belongs in a file.
 const MaxTypeLen = 4096
 
+// inputBudget bounds one input call: a console that went away (the VM
+// died) must not hold the VM's lock forever while it waits to reconnect.
+func inputBudget(textLen int) time.Duration {
+	return 30*time.Second + time.Duration(textLen)*50*time.Millisecond
+}
+
 // input runs fn on the VM's console under its lock.
-func (v *VM) input(ctx context.Context, fn func(backends.Screen) error) error {
+func (v *VM) input(ctx context.Context, budget time.Duration, fn func(context.Context, backends.Screen) error) error {
 	release, err := v.s.lock(ctx, v.info.VMID)
 	if err != nil {
 		return err
 	}
 	defer release()
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
 	s, err := v.screen(ctx)
 	if err != nil {
 		return err
 	}
-	return fn(s)
+	return fn(ctx, s)
 }
 
 // inputError keeps a console's own refusal (unknown key, bad point) as the
@@ -38,14 +47,14 @@ func (v *VM) Type(ctx context.Context, text string) error {
 	if len(text) > MaxTypeLen {
 		return Failf("write long text into a file with vm_file_write instead", "text is %d bytes, at most %d", len(text), MaxTypeLen)
 	}
-	return v.input(ctx, func(s backends.Screen) error {
+	return v.input(ctx, inputBudget(len(text)), func(ctx context.Context, s backends.Screen) error {
 		return inputError(s.Type(ctx, text), "only characters of the US keyboard layout can be typed; \\n is Enter, \\t is Tab")
 	})
 }
 
 // Press presses a key or combination by qemu sendkey name.
 func (v *VM) Press(ctx context.Context, key string) error {
-	return v.input(ctx, func(s backends.Screen) error {
+	return v.input(ctx, inputBudget(0), func(ctx context.Context, s backends.Screen) error {
 		return inputError(s.Key(ctx, key), "key names are qemu sendkey names joined by -: ret, tab, esc, spc, backspace, up, f2, ctrl-c, alt-f2, ctrl-alt-f2")
 	})
 }
@@ -91,7 +100,7 @@ func (v *VM) Click(ctx context.Context, x, y int, button string, count int) erro
 	if count < 1 || count > 3 {
 		return Failf("count is 1 (click), 2 (double click) or 3", "count %d is out of range", count)
 	}
-	return v.input(ctx, func(s backends.Screen) error {
+	return v.input(ctx, inputBudget(0), func(ctx context.Context, s backends.Screen) error {
 		if err := v.checkPoint(ctx, s, [2]int{x, y}); err != nil {
 			return err
 		}
@@ -101,7 +110,7 @@ func (v *VM) Click(ctx context.Context, x, y int, button string, count int) erro
 
 // Move moves the pointer.
 func (v *VM) Move(ctx context.Context, x, y int) error {
-	return v.input(ctx, func(s backends.Screen) error {
+	return v.input(ctx, inputBudget(0), func(ctx context.Context, s backends.Screen) error {
 		if err := v.checkPoint(ctx, s, [2]int{x, y}); err != nil {
 			return err
 		}
@@ -111,7 +120,7 @@ func (v *VM) Move(ctx context.Context, x, y int) error {
 
 // Drag drags with the left button from x1,y1 to x2,y2.
 func (v *VM) Drag(ctx context.Context, x1, y1, x2, y2 int) error {
-	return v.input(ctx, func(s backends.Screen) error {
+	return v.input(ctx, inputBudget(0), func(ctx context.Context, s backends.Screen) error {
 		if err := v.checkPoint(ctx, s, [2]int{x1, y1}, [2]int{x2, y2}); err != nil {
 			return err
 		}

@@ -129,7 +129,7 @@ func (s *Session) Clone(ctx context.Context, template int, name string, full boo
 		return CloneResult{}, wrap(err, "", "clone template %d", template)
 	}
 	res := CloneResult{VMID: vmid, Name: fullName, Node: tpl.Node}
-	res.Task, err = s.WaitTask(ctx, task.ID, wait)
+	res.Task, err = s.waitTask(ctx, task.ID, wait)
 	return res, err
 }
 
@@ -154,13 +154,26 @@ func (s *Session) pickPool(pool string) (string, error) {
 	}
 }
 
-// WaitTask waits up to wait seconds (capped at MaxWait) for a task.
+// WaitTask waits up to wait seconds (capped at MaxWait) for a task the
+// caller names: one of a VM of theirs.
 func (s *Session) WaitTask(ctx context.Context, upid string, wait float64) (TaskResult, error) {
 	tasks, err := backends.As[backends.Tasks](s.be, "tasks")
 	if err != nil {
 		return TaskResult{}, err
 	}
-	limit := s.clampWait(wait, s.env.maxWait())
+	if err := s.ownsTask(ctx, tasks, upid); err != nil {
+		return TaskResult{}, err
+	}
+	return s.waitTask(ctx, upid, wait)
+}
+
+// waitTask waits for a task this session started.
+func (s *Session) waitTask(ctx context.Context, upid string, wait float64) (TaskResult, error) {
+	tasks, err := backends.As[backends.Tasks](s.be, "tasks")
+	if err != nil {
+		return TaskResult{}, err
+	}
+	limit := s.clampWait(wait)
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -174,6 +187,25 @@ func (s *Session) WaitTask(ctx context.Context, upid string, wait float64) (Task
 		return TaskResult{}, wrap(err, "", "task %s", upid)
 	}
 	return TaskResult{UPID: upid, Done: !st.Running, Failed: st.Failed(), Status: st.ExitStatus, Elapsed: time.Since(start)}, nil
+}
+
+// ownsTask refuses a task of a VM that exists and is not the caller's: task
+// ids are easy to guess, their status is the owner's business. A task of a
+// VM that is gone (a destroy) is answered.
+func (s *Session) ownsTask(ctx context.Context, tasks backends.Tasks, upid string) error {
+	st, err := tasks.TaskStatus(ctx, upid)
+	if err != nil || st.VMID == 0 {
+		return nil // WaitTask reports an unknown task itself
+	}
+	lc, err := s.lifecycle()
+	if err != nil {
+		return nil
+	}
+	vm, err := lc.VM(ctx, st.VMID)
+	if err == nil && !s.owns(vm) && !vm.Template {
+		return Failf(notFoundHint, "task %s is about vmid %d, which is not yours", upid, st.VMID)
+	}
+	return nil
 }
 
 // reportWhile sends a progress line every 2 s until stopped.
@@ -216,7 +248,7 @@ func (v *VM) task(ctx context.Context, wait float64, what string, op func(backen
 	if err != nil {
 		return TaskResult{}, wrap(err, "", "%s vmid %d", what, v.info.VMID)
 	}
-	return v.s.WaitTask(ctx, task.ID, wait)
+	return v.s.waitTask(ctx, task.ID, wait)
 }
 
 // Start boots the VM.

@@ -46,7 +46,7 @@ func (l *Locks) Acquire(ctx context.Context, bench string, vmid int, wait time.D
 		return nil, Failf("wait for the other call on this VM to finish (a script run holds the VM for all its steps), then call again",
 			"vmid %d is busy", vmid)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, &Error{Message: fmt.Sprintf("cancelled while waiting for vmid %d", vmid), Hint: "the call was cancelled; nothing was done", Err: ctx.Err()}
 	}
 }
 

@@ -58,7 +58,7 @@ func (s *Session) CreateFromISO(ctx context.Context, req ISOVM) (CloneResult, er
 	if vm, err := s.be.(backends.Lifecycle).VM(ctx, vmid); err == nil {
 		res.Node = vm.Node
 	}
-	res.Task, err = s.WaitTask(ctx, task.ID, 30)
+	res.Task, err = s.waitTask(ctx, task.ID, 30)
 	return res, err
 }
 

@@ -146,13 +146,13 @@ func (v *VM) WaitChange(ctx context.Context, timeout time.Duration) (Settle, err
 // done sees the frame, how long the screen has been stable, and whether it
 // has changed since the watch began.
 func (v *VM) watch(ctx context.Context, timeout time.Duration, done func(f Frame, stable time.Duration, changed bool) bool) (Settle, error) {
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
 	start := time.Now()
 	first, err := v.shot(ctx)
 	if err != nil {
 		return Settle{}, err
+	}
+	if timeout <= 0 { // no wait: one look, and nothing can be said of a change
+		return Settle{Frame: first}, nil
 	}
 	prev, stableSince, changed := first, start, false
 	ctx, cancel := context.WithTimeout(ctx, timeout)

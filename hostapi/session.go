@@ -68,6 +68,8 @@ type Session struct {
 	log      *slog.Logger
 	progress Progress
 
+	scriptRun bool // waits bounded by the run, not by MaxWait
+
 	mu   sync.Mutex
 	held map[int]bool // VM locks this session holds (a script run's VM)
 }
@@ -214,11 +216,37 @@ func (s *Session) lock(ctx context.Context, vmid int) (func(), error) {
 	return s.env.Locks.Acquire(ctx, s.lockNS, vmid, s.env.busyWait())
 }
 
-// clampWait bounds a requested wait to [0, MaxWait]; 0 or less means def.
-func (s *Session) clampWait(seconds float64, def time.Duration) time.Duration {
-	d := def
-	if seconds > 0 {
-		d = time.Duration(seconds * float64(time.Second))
+// clampWait turns a requested wait in seconds into a duration: 0 means do
+// not wait; a tool call's wait is capped at MaxWait (MCP clients drop a
+// call at about a minute), a script's is bounded by its run alone.
+func (s *Session) clampWait(seconds float64) time.Duration {
+	d := max(0, time.Duration(seconds*float64(time.Second)))
+	if s.scriptRun {
+		return d
 	}
 	return min(d, s.env.maxWait())
+}
+
+// ForScript marks the session as a script run's: its waits are not capped
+// at MaxWait, since no client is waiting on each call.
+func (s *Session) ForScript() *Session { s.scriptRun = true; return s }
+
+// LockVM answers a VM the caller owns with its lock held for the rest of
+// the call. Ownership is checked again once the lock is taken: while the
+// call waited, the VM may have been destroyed and its vmid given to
+// another.
+func (s *Session) LockVM(ctx context.Context, vmid int) (*VM, func(), error) {
+	if _, err := s.VM(ctx, vmid); err != nil {
+		return nil, nil, err
+	}
+	release, err := s.Hold(ctx, vmid)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := s.VM(ctx, vmid)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return v, release, nil
 }

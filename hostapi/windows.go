@@ -98,10 +98,7 @@ func (v *VM) WaitWindow(ctx context.Context, pattern string, gone bool, user str
 }
 
 func (v *VM) waitWindow(ctx context.Context, pattern string, gone bool, user string, timeout time.Duration) (WindowWait, error) {
-	if timeout <= 0 {
-		timeout = 20 * time.Second
-	}
-	start := time.Now()
+	start := time.Now() // a timeout of 0 looks once
 	deadline := start.Add(timeout)
 	var res WindowWait
 	for {

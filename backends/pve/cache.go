@@ -16,6 +16,11 @@ const (
 	consoleIdle  = 15 * time.Minute // an unused console is closed after this
 	maxTaskMemos = 4096
 	sessionIdle  = time.Hour // a token unused this long, with no console, is forgotten
+	// Sessions are made before their token is verified, so a flood of bogus
+	// tokens would hold memory for sessionIdle. Above maxSessions a new
+	// token also evicts those unused for crowdedIdle.
+	maxSessions = 1024
+	crowdedIdle = time.Minute
 )
 
 // endpointState is shared by every Backend of one cluster (endpoint URL or
@@ -84,7 +89,11 @@ func (ep *endpointState) session(key string) *session {
 	now := time.Now()
 	s, ok := ep.sessions[key]
 	if !ok {
-		ep.pruneLocked(now)
+		idle := sessionIdle
+		if len(ep.sessions) >= maxSessions {
+			idle = crowdedIdle
+		}
+		ep.pruneLocked(now, idle)
 		s = &session{ep: ep, consoles: map[int]*console{}, memos: map[string]taskMemo{}}
 		ep.sessions[key] = s
 	}
@@ -92,17 +101,19 @@ func (ep *endpointState) session(key string) *session {
 	return s
 }
 
-// pruneLocked forgets the tokens unused for sessionIdle that hold no
-// console, so that every distinct token a client ever sent (a typo, a
-// revoked one) does not stay in memory for the life of the process.
-func (ep *endpointState) pruneLocked(now time.Time) {
+// pruneLocked forgets the tokens unused for idle that hold no console, so
+// that every distinct token a client ever sent (a typo, a revoked one, a
+// flood of bogus ones) does not stay in memory for the life of the process.
+// A session whose lock is held is in use: TryLock skips it, so ep.mu is
+// never held while waiting for a session.
+func (ep *endpointState) pruneLocked(now time.Time, idle time.Duration) {
 	for key, s := range ep.sessions {
-		if now.Sub(s.lastUse) < sessionIdle || !s.mu.TryLock() { // busy: keep it for now
+		if now.Sub(s.lastUse) < idle || !s.mu.TryLock() { // busy: keep it for now
 			continue
 		}
-		idle := len(s.consoles) == 0 && len(s.opening) == 0
+		unused := len(s.consoles) == 0 && len(s.opening) == 0
 		s.mu.Unlock()
-		if idle {
+		if unused {
 			delete(ep.sessions, key)
 		}
 	}

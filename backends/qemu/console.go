@@ -25,7 +25,14 @@ func (d *Driver) Console(ctx context.Context, vmid int) (backends.Screen, error)
 	s, ok := d.screens[vmid]
 	d.mu.Unlock()
 	if ok {
-		return s, nil
+		if d.alive(vmid) {
+			return s, nil
+		}
+		// The VM stopped by itself (guest poweroff, QEMU killed): the
+		// cached client would serve its last frame and wait for ever to
+		// reconnect.
+		d.dropScreen(vmid)
+		return nil, fmt.Errorf("vmid %d: %w", vmid, backends.ErrNotRunning)
 	}
 	if _, err := d.config(vmid); err != nil {
 		return nil, err

@@ -3,10 +3,13 @@ package qemu
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 )
 
 // layout names every path the driver uses under its data directory:
@@ -45,10 +48,49 @@ func newLayout(dataDir, runDir string) (layout, error) {
 			return layout{}, fmt.Errorf("data directory: %w", err)
 		}
 	}
-	if err := os.MkdirAll(run, 0o700); err != nil {
+	if err := makePrivateDir(run, os.MkdirAll); err != nil {
 		return layout{}, fmt.Errorf("run directory: %w", err)
 	}
 	return l, nil
+}
+
+// makePrivateDir creates dir (mode 0700) with mkdir, or accepts it when it
+// exists and checkPrivateDir passes. The default run directory can be a
+// predictable path in a shared temp dir: a directory someone else made
+// there would let them plant symlinks where we put sockets and pidfiles.
+func makePrivateDir(dir string, mkdir func(string, os.FileMode) error) error {
+	if err := mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return checkPrivateDir(dir)
+}
+
+// checkPrivateDir requires dir to be a real directory (not a symlink) owned
+// by our uid, and narrows its mode to 0700 when it is not.
+func checkPrivateDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link, not a directory: refusing it, since whoever made it chooses where sockets go; remove it", dir)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (%s): remove it", dir, fi.Mode().Type())
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s: cannot read its owner", dir)
+	}
+	if uid := os.Getuid(); int(st.Uid) != uid {
+		return fmt.Errorf("%s is owned by uid %d, not by this process's uid %d: refusing it, since its owner could plant symlinks in it; remove it or set another run directory", dir, st.Uid, uid)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("%s has mode %04o and cannot be narrowed to 0700: %w", dir, fi.Mode().Perm(), err)
+		}
+	}
+	return nil
 }
 
 // defaultRunDir is <data>/run when that is short enough for sockets, else a

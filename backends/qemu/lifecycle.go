@@ -277,7 +277,13 @@ func (d *Driver) start(ctx context.Context, vmid int, loadvm string) error {
 	if err != nil {
 		return err
 	}
-	if c.Lock != "" {
+	switch c.Lock {
+	case "":
+	case "clone":
+		// The lock outlives a poligon that died mid-copy: say so, since
+		// nothing will ever finish that copy.
+		return fmt.Errorf("vmid %d is locked: its full clone has not finished; if no clone of it is running (a restart of poligon interrupts one), the copy is incomplete: destroy the VM and clone again", vmid)
+	default:
 		return fmt.Errorf("vmid %d is locked (%s in progress)", vmid, c.Lock)
 	}
 	if d.alive(vmid) {

@@ -123,9 +123,11 @@ func (d *Driver) alive(vmid int) bool {
 
 // launch starts QEMU for c and waits until its monitor answers.
 func (d *Driver) launch(ctx context.Context, c vmConfig, loadvm string) error {
-	run := d.l.runDir(c.VMID)
-	if err := os.MkdirAll(run, 0o700); err != nil {
-		return err
+	// Mkdir, not MkdirAll: the run directory exists and was checked, and
+	// a <vmid> entry already there must pass the same check before we
+	// remove files in it or let QEMU create sockets there.
+	if err := makePrivateDir(d.l.runDir(c.VMID), os.Mkdir); err != nil {
+		return fmt.Errorf("vmid %d run directory: %w", c.VMID, err)
 	}
 	for _, f := range []string{d.l.qmpSocket(c.VMID), d.l.qgaSocket(c.VMID), d.l.vncSocket(c.VMID), d.l.pidfile(c.VMID)} {
 		os.Remove(f) // stale from a VM that died without cleaning up
@@ -147,17 +149,30 @@ func (d *Driver) launch(ctx context.Context, c vmConfig, loadvm string) error {
 		return fmt.Errorf("qemu did not start: %s", lastLines(msg, 5))
 	}
 	// -daemonize returns once the VM is set up; the monitor follows at once.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(monitorWait)
 	for {
 		err := d.monitorDo(ctx, c.VMID, func(*qmp.Client) error { return nil })
 		if err == nil {
 			return nil
-		} else if time.Now().After(deadline) || !d.alive(c.VMID) {
-			return fmt.Errorf("qemu started but its monitor does not answer: %w", err)
+		}
+		pid, alive := d.pid(c.VMID)
+		if !alive {
+			return fmt.Errorf("qemu started but exited before its monitor answered: %w", err)
+		}
+		if time.Now().After(deadline) {
+			// A VM nobody can control is worth nothing: do not leave it
+			// running. Not d.kill: its polite quit needs the monitor.
+			if kerr := d.sigkill(context.WithoutCancel(ctx), c.VMID, pid); kerr != nil {
+				return fmt.Errorf("qemu started but its monitor did not answer in %v (%w), and stopping it failed: %v", monitorWait, err, kerr)
+			}
+			return fmt.Errorf("qemu started but its monitor did not answer in %v, so it was stopped: %w", monitorWait, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// monitorWait is how long a started QEMU has to answer on its monitor.
+var monitorWait = 10 * time.Second
 
 // dialMonitor connects to a running VM's QMP socket.
 func (d *Driver) dialMonitor(ctx context.Context, vmid int) (*qmp.Client, error) {
@@ -194,10 +209,18 @@ func (d *Driver) kill(ctx context.Context, vmid int) error {
 	d.monitorDo(qctx, vmid, func(c *qmp.Client) error { return c.Quit(qctx) })
 	cancel()
 	if !waitGone(ctx, pid, 5*time.Second) {
-		syscall.Kill(pid, syscall.SIGKILL)
-		if !waitGone(ctx, pid, 10*time.Second) {
-			return fmt.Errorf("qemu (pid %d) did not exit after SIGKILL", pid)
-		}
+		return d.sigkill(ctx, vmid, pid)
+	}
+	d.cleanupRun(vmid)
+	return nil
+}
+
+// sigkill ends the VM's QEMU (pid) at once and waits for it.
+func (d *Driver) sigkill(ctx context.Context, vmid, pid int) error {
+	d.dropScreen(vmid)
+	syscall.Kill(pid, syscall.SIGKILL)
+	if !waitGone(ctx, pid, 10*time.Second) {
+		return fmt.Errorf("qemu (pid %d) did not exit after SIGKILL", pid)
 	}
 	d.cleanupRun(vmid)
 	return nil

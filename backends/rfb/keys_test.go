@@ -2,6 +2,7 @@ package rfb
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -145,9 +146,22 @@ func TestTextStrokes(t *testing.T) {
 			t.Errorf("TextStrokes(%q): %v", r, err)
 		}
 	}
-	for _, bad := range []string{"héllo", "日本", "a\x00b", "\x1b"} {
-		if _, err := TextStrokes(bad); err == nil || !strings.Contains(err.Error(), "no key types it on the US keyboard layout") {
-			t.Errorf("TextStrokes(%q) error = %v", bad, err)
+	// The error names the position, never the character: typed text may be
+	// a password and the error reaches audit logs.
+	for _, c := range []struct {
+		text, secret string
+		pos          int
+	}{{"héllo", "é", 2}, {"日本", "日", 1}, {"a\x00b", "\x00", 2}, {"\x1b", "\x1b", 1}, {"pa\u043fss", "\u043f", 3}} {
+		_, err := TextStrokes(c.text)
+		want := fmt.Sprintf("character %d of the text is not on the US keyboard layout", c.pos)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("TextStrokes(%q) error = %v, want %q", c.text, err, want)
+			continue
+		}
+		for _, leak := range []string{c.secret, fmt.Sprintf("%q", c.secret), fmt.Sprintf("U+%04X", []rune(c.secret)[0])} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("TextStrokes(%q) error %q quotes the character (%q)", c.text, err, leak)
+			}
 		}
 	}
 }

@@ -29,8 +29,9 @@ var usPlain = map[rune]string{
 
 // TextStrokes turns text into keystrokes on the US layout: Shift is held for
 // capitals and the shifted symbols, "\n" (or "\r\n", or "\r") is ret, "\t" is
-// tab. A character no US key types is an error naming it and its position,
-// so callers can refuse the whole text before sending anything.
+// tab. A character no US key types is an error naming its position (never
+// the character: the text may be a password), so callers can refuse the
+// whole text before sending anything.
 //
 // The keysym of a shifted key is the character itself ('A', '!'): QEMU's
 // lock-key-sync compares a letter keysym's case with the Shift state and
@@ -66,7 +67,9 @@ func TextStrokes(text string) ([]Stroke, error) {
 				s.Key.Keysym = uint32(r) // ASCII keysyms are their code points
 				s.Hold = []Key{shift}
 			} else {
-				return nil, fmt.Errorf("cannot type %q (U+%04X, character %d of the text): no key types it on the US keyboard layout", r, r, pos)
+				// The character itself stays out: the text may be a
+				// password, and this error reaches audit logs.
+				return nil, fmt.Errorf("character %d of the text is not on the US keyboard layout", pos)
 			}
 		}
 		strokes = append(strokes, s)

@@ -49,8 +49,8 @@ type Empty struct{}
 // ExecArgs runs a shell command as root in the guest (umask 022).
 // Timeout default 120.
 type ExecArgs struct {
-	Command string `json:"command"`
-	Timeout int    `json:"timeout,omitempty"`
+	Command string  `json:"command"`
+	Timeout float64 `json:"timeout,omitempty"`
 }
 
 // ExecAnswer is a finished command.
@@ -62,9 +62,9 @@ type ExecAnswer struct {
 
 // ExpectArgs is ExecArgs plus a substring stdout must contain.
 type ExpectArgs struct {
-	Command  string `json:"command"`
-	Timeout  int    `json:"timeout,omitempty"`
-	Contains string `json:"contains,omitempty"`
+	Command  string  `json:"command"`
+	Timeout  float64 `json:"timeout,omitempty"`
+	Contains string  `json:"contains,omitempty"`
 }
 
 // CheckAnswer is an exec whose non-zero exit is a "no", not a failure.
@@ -76,9 +76,9 @@ type CheckAnswer struct {
 // RunArgs starts (or picks up) a long detached command. Wait default 45,
 // at most 50; Restart runs a finished command again.
 type RunArgs struct {
-	Command string `json:"command"`
-	Wait    int    `json:"wait,omitempty"`
-	Restart bool   `json:"restart,omitempty"`
+	Command string  `json:"command"`
+	Wait    float64 `json:"wait,omitempty"`
+	Restart bool    `json:"restart,omitempty"`
 }
 
 // RunAnswer is where a detached command is: state "done", "failed" or
@@ -112,7 +112,7 @@ type WriteFileArgs struct {
 
 // WaitBootArgs waits for the guest agent. Timeout default 60.
 type WaitBootArgs struct {
-	Timeout int `json:"timeout,omitempty"`
+	Timeout float64 `json:"timeout,omitempty"`
 }
 
 // WaitAnswer is the answer of every wait*: OK false on timeout.
@@ -206,15 +206,15 @@ type DragArgs struct {
 }
 
 // PowerArgs bounds how long start/stop wait for the backend's task.
-// Wait default 50.
+// Wait default 600 (a script waits as long as its run may last).
 type PowerArgs struct {
-	Wait int `json:"wait,omitempty"`
+	Wait float64 `json:"wait,omitempty"`
 }
 
 // SnapshotArgs names a snapshot.
 type SnapshotArgs struct {
-	Name string `json:"name"`
-	Wait int    `json:"wait,omitempty"`
+	Name string  `json:"name"`
+	Wait float64 `json:"wait,omitempty"`
 }
 
 // SaveShotArgs saves a screenshot (Image from screen.shot; default: a fresh

@@ -10,7 +10,7 @@ func (vm *VM) Power() Power { return Power{vm} }
 
 // PowerOpts bound how long a power verb waits for the backend.
 type PowerOpts struct {
-	Wait int // seconds; default 50
+	Wait float64 // seconds; default 600
 }
 
 // Start starts the VM.

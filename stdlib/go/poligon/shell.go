@@ -4,24 +4,24 @@ import "github.com/poligon/poligon/hostapi/calls"
 
 // ExecOpts are the options of Exec and Check.
 type ExecOpts struct {
-	Timeout int // seconds; default 120
+	Timeout float64 // seconds; default 120
 }
 
 // ExpectOpts are the options of Expect.
 type ExpectOpts struct {
-	Timeout  int    // seconds; default 120
-	Contains string // stdout must contain it
+	Timeout  float64 // seconds; default 120
+	Contains string  // stdout must contain it
 }
 
 // RunOpts are the options of Run.
 type RunOpts struct {
-	Wait    int  // seconds to wait for it; default 45, at most 50
-	Restart bool // run a finished command again
+	Wait    float64 // seconds to wait for it; default 45, at most 50
+	Restart bool    // run a finished command again
 }
 
 // WaitBootOpts are the options of WaitBoot.
 type WaitBootOpts struct {
-	Timeout int // seconds; default 60
+	Timeout float64 // seconds; default 60
 }
 
 // ExecGUIOpts are the options of ExecGUI.
