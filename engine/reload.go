@@ -123,7 +123,14 @@ func (ss *scriptSet) rescan(ctx context.Context) {
 			ss.revert(next, current, file)
 		}
 	}
-	ss.apply(next, problems)
+	added := ss.apply(next, problems)
+	// A script that requires another added in the same scan failed to
+	// compile before that one was live: try the failed ones once more.
+	if len(problems) > 0 && added > 0 && !ss.retrying {
+		ss.retrying = true
+		ss.rescan(ctx)
+		ss.retrying = false
+	}
 }
 
 // merge answers the name -> script set (shipped, overridden by the
@@ -174,8 +181,9 @@ func (ss *scriptSet) revert(next, current map[string]*script, file string) {
 	delete(next, file)
 }
 
-// apply installs the settled set and registers its tools.
-func (ss *scriptSet) apply(next map[string]*script, problems map[string]error) {
+// apply installs the settled set and registers its tools; it answers how
+// many scripts are new or changed.
+func (ss *scriptSet) apply(next map[string]*script, problems map[string]error) int {
 	set, _ := ss.merge(next)
 	ss.mu.Lock()
 	old := ss.byName
@@ -184,10 +192,12 @@ func (ss *scriptSet) apply(next map[string]*script, problems map[string]error) {
 	ss.problems = problems
 	ss.mu.Unlock()
 
+	changed := 0
 	for name, sc := range set {
 		if prev, ok := old[name]; ok && prev == sc {
 			continue
 		}
+		changed++
 		if sc.manifest().Tool {
 			ss.addTool(sc)
 			ss.log.Info("script tool loaded", "tool", "vm_"+name, "file", sc.file)
@@ -210,6 +220,7 @@ func (ss *scriptSet) apply(next map[string]*script, problems map[string]error) {
 		ss.setProblem("script "+file, oneLine(err.Error()))
 		ss.log.Warn("script not loaded; the previous version (if any) stays live", "file", file, "err", err)
 	}
+	return changed
 }
 
 // The server hooks; a set without a server (check, replay) has no tools.

@@ -47,6 +47,8 @@ type scriptSet struct {
 	wasm *wasm.Engine
 	dir  string // the watched directory; "" for none
 
+	retrying bool // rescan is trying failed files again (rescans do not overlap)
+
 	mu       sync.RWMutex
 	byName   map[string]*script
 	shipped  map[string]*script // by name, as embedded

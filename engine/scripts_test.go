@@ -186,20 +186,23 @@ func TestHotReload(t *testing.T) {
 func TestScriptValidation(t *testing.T) {
 	s, cs, dir, _ := scriptServer(t, testvm.ShortTempDir(t))
 	files := map[string]string{
-		"exec.js":      scriptSrc("exec", "collides", `return 1;`),
-		"norecipe.js":  scriptSrc("norecipe", "x", `return vm.recipe("nosuch", {});`),
-		"badparam.js":  scriptSrc("badparam", "x", `return vm.recipe("enable_service", { svc: "x" });`),
-		"fs.js":        `const fs = require("fs"); module.exports = { name: "fsy", description: "x", run() {} };`,
-		"twin_a.js":    scriptSrc("twin", "first", `return 1;`),
-		"twin_b.js":    scriptSrc("twin", "second", `return 2;`),
-		"deep.js":      scriptSrc("deep", "x", `return vm.recipe("r1", {});`),
-		"r1.js":        strings.Replace(scriptSrc("r1", "x", `return vm.recipe("r2", {});`), "params:", "tool: false, params:", 1),
-		"r2.js":        strings.Replace(scriptSrc("r2", "x", `return vm.recipe("r3", {});`), "params:", "tool: false, params:", 1),
-		"r3.js":        strings.Replace(scriptSrc("r3", "x", `return vm.recipe("r4", {});`), "params:", "tool: false, params:", 1),
-		"r4.js":        strings.Replace(scriptSrc("r4", "x", `return 1;`), "params:", "tool: false, params:", 1),
-		"esmodule.js":  `export default { name: "esm" };`,
-		"badname.js":   scriptSrc("Bad-Name", "x", `return 1;`),
-		"good.js":      scriptSrc("good", "fine", `return vm.recipe("enable_service", { service: "x" });`),
+		"exec.js":     scriptSrc("exec", "collides", `return 1;`),
+		"norecipe.js": scriptSrc("norecipe", "x", `return vm.recipe("nosuch", {});`),
+		"badparam.js": scriptSrc("badparam", "x", `return vm.recipe("enable_service", { svc: "x" });`),
+		"fs.js":       `const fs = require("fs"); module.exports = { name: "fsy", description: "x", run() {} };`,
+		"twin_a.js":   scriptSrc("twin", "first", `return 1;`),
+		"twin_b.js":   scriptSrc("twin", "second", `return 2;`),
+		"deep.js":     scriptSrc("deep", "x", `return vm.recipe("r1", {});`),
+		"r1.js":       strings.Replace(scriptSrc("r1", "x", `return vm.recipe("r2", {});`), "params:", "tool: false, params:", 1),
+		"r2.js":       strings.Replace(scriptSrc("r2", "x", `return vm.recipe("r3", {});`), "params:", "tool: false, params:", 1),
+		"r3.js":       strings.Replace(scriptSrc("r3", "x", `return vm.recipe("r4", {});`), "params:", "tool: false, params:", 1),
+		"r4.js":       strings.Replace(scriptSrc("r4", "x", `return 1;`), "params:", "tool: false, params:", 1),
+		"esmodule.js": `export default { name: "esm" };`,
+		"badname.js":  scriptSrc("Bad-Name", "x", `return 1;`),
+		"good.js":     scriptSrc("good", "fine", `return vm.recipe("enable_service", { service: "x" });`),
+		// Loaded in name order: the first requires the second, new in the same scan.
+		"usesdep.js":   `const dep = require("depz"); module.exports = { name: "usesdep", description: "borrows " + dep.name, run() { return 1; } };`,
+		"zz_dep.js":    strings.Replace(scriptSrc("depz", "x", `return 1;`), "params:", "tool: false, params:", 1),
 		"notascript.c": `int main() {}`,
 	}
 	for name, src := range files {
@@ -220,6 +223,7 @@ func TestScriptValidation(t *testing.T) {
 	for file, msg := range want {
 		eventually(t, file+" reported: "+msg+" in "+strings.Join(s.Problems(), " / "), func() bool { return problemAbout(s, file, msg) })
 	}
+	eventually(t, "vm_usesdep listed", func() bool { return listed(t, cs, "vm_usesdep") != nil })
 	if listed(t, cs, "vm_good") == nil || listed(t, cs, "vm_twin") == nil || listed(t, cs, "vm_deep") != nil || listed(t, cs, "vm_r1") != nil {
 		t.Fatalf("the valid scripts should be tools, the rest not: %v", s.ToolNames())
 	}
