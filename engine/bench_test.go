@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/latency"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
@@ -47,13 +47,13 @@ func BenchmarkToolCallHTTP(b *testing.B) {
 	if out := perfCall(b, cs, "vm_list_my_vms", nil); !strings.HasPrefix(out, "owner tester:") {
 		b.Fatalf("vm_list_my_vms = %q", out)
 	}
-	var took latencies
+	var took latency.Latencies
 	began := time.Now()
 	for b.Loop() {
-		took.time(func() { perfCall(b, cs, "vm_list_my_vms", nil) })
+		took.Time(func() { perfCall(b, cs, "vm_list_my_vms", nil) })
 	}
 	b.ReportMetric(float64(len(took))/time.Since(began).Seconds(), "calls/s")
-	took.report(b, "")
+	took.Report(b, "")
 }
 
 // BenchmarkTinyVM boots one tiny VM through the tools and measures, on it:
@@ -110,28 +110,28 @@ func BenchmarkTinyVM(b *testing.B) {
 	}
 
 	b.Run("screenshot", func(b *testing.B) {
-		var direct, viaMCP latencies
+		var direct, viaMCP latency.Latencies
 		for b.Loop() {
-			direct.time(backendShot)
-			viaMCP.time(shot("ui_screenshot"))
+			direct.Time(backendShot)
+			viaMCP.Time(shot("ui_screenshot"))
 		}
-		direct.report(b, "backend-")
-		viaMCP.report(b, "mcp-")
-		b.ReportMetric(viaMCP.quantile(0.5)/direct.quantile(0.5), "ratio")
+		direct.Report(b, "backend-")
+		viaMCP.Report(b, "mcp-")
+		b.ReportMetric(viaMCP.Quantile(0.5)/direct.Quantile(0.5), "ratio")
 	})
 
 	b.Run("script", func(b *testing.B) {
-		var builtin, js, wasm latencies
+		var builtin, js, wasm latency.Latencies
 		for b.Loop() {
-			builtin.time(shot("ui_screenshot"))
-			js.time(shot("vm_perf_shot"))
-			wasm.time(shot("vm_perf_shot_wasm"))
+			builtin.Time(shot("ui_screenshot"))
+			js.Time(shot("vm_perf_shot"))
+			wasm.Time(shot("vm_perf_shot_wasm"))
 		}
-		builtin.report(b, "builtin-")
-		js.report(b, "js-")
-		wasm.report(b, "wasm-")
-		b.ReportMetric(js.quantile(0.5)-builtin.quantile(0.5), "js-extra-p50-ms")
-		b.ReportMetric(wasm.quantile(0.5)-builtin.quantile(0.5), "wasm-extra-p50-ms")
+		builtin.Report(b, "builtin-")
+		js.Report(b, "js-")
+		wasm.Report(b, "wasm-")
+		b.ReportMetric(js.Quantile(0.5)-builtin.Quantile(0.5), "js-extra-p50-ms")
+		b.ReportMetric(wasm.Quantile(0.5)-builtin.Quantile(0.5), "wasm-extra-p50-ms")
 	})
 }
 
@@ -157,7 +157,7 @@ func BenchmarkHotReload(b *testing.B) {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- time.Now() },
 	})
 	file := filepath.Join(scripts, "perf_reload.js")
-	var took latencies
+	var took latency.Latencies
 	for i := 0; b.Loop(); i++ {
 		for len(changed) > 0 {
 			<-changed
@@ -180,8 +180,8 @@ func BenchmarkHotReload(b *testing.B) {
 			}
 		}
 	}
-	took.report(b, "")
-	b.ReportMetric(took.quantile(1), "max-ms")
+	took.Report(b, "")
+	b.ReportMetric(took.Quantile(1), "max-ms")
 }
 
 const perfShotJS = `module.exports = {
@@ -338,28 +338,4 @@ func toolDescription(b *testing.B, cs *mcp.ClientSession, name string) string {
 		}
 	}
 	return ""
-}
-
-// latencies collects the time of each operation, for percentiles.
-type latencies []time.Duration
-
-func (ds *latencies) time(op func()) {
-	began := time.Now()
-	op()
-	*ds = append(*ds, time.Since(began))
-}
-
-// quantile answers the q-quantile in milliseconds (nearest rank).
-func (ds latencies) quantile(q float64) float64 {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return float64(s[int(q*float64(len(s)-1)+0.5)]) / float64(time.Millisecond)
-}
-
-func (ds latencies) report(b *testing.B, prefix string) {
-	b.ReportMetric(ds.quantile(0.5), prefix+"p50-ms")
-	b.ReportMetric(ds.quantile(0.99), prefix+"p99-ms")
 }

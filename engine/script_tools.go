@@ -51,7 +51,6 @@ func (ss *scriptSet) scriptTool(sc *script) *Tool {
 		Schema:      shown.schema(),
 		Decode:      func(raw json.RawMessage) (any, error) { return decodeScriptArgs(sp, raw) },
 		VMID:        func(args any) int { return args.(*scriptArgs).VMID },
-		script:      sc,
 	}
 	t.Handle = func(ctx context.Context, c *Call) (*mcp.CallToolResult, error) {
 		return ss.runTool(ctx, c, sc, c.Args.(*scriptArgs))

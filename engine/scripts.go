@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 
@@ -210,18 +209,6 @@ func recipeDepth(set map[string]*script, name string, path []string) (int, []str
 		}
 	}
 	return best, bestChain
-}
-
-// problemList answers the load problems, sorted, for /readyz and check.
-func (ss *scriptSet) problemList() []string {
-	ss.mu.RLock()
-	defer ss.mu.RUnlock()
-	var out []string
-	for file, err := range ss.problems {
-		out = append(out, fmt.Sprintf("%s: %v", file, err))
-	}
-	sort.Strings(out)
-	return out
 }
 
 // builtinNames answers the names of the built-in tools.

@@ -62,7 +62,6 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		env: &hostapi.Env{
 			Evidence: cfg.EvidenceDir,
 			Locks:    hostapi.NewLocks(),
-			Logger:   log,
 			MaxWait:  cfg.Limits.MaxWait.Duration,
 			BusyWait: cfg.Limits.BusyWait.Duration,
 		},
@@ -90,10 +89,8 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		Instructions: instructions,
 		// The SDK narrates every session at info: keep its warnings only.
 		Logger: slog.New(quieter{log.Handler(), slog.LevelWarn}),
-		Capabilities: &mcp.ServerCapabilities{
-			Tools:   &mcp.ToolCapabilities{ListChanged: true},
-			Logging: &mcp.LoggingCapabilities{},
-		},
+		// Tools with list_changed (scripts come and go); no MCP logging.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	for _, t := range builtinTools() {
 		s.AddTool(t)

@@ -32,8 +32,6 @@ type Tool struct {
 	Redact []string
 	// VMID answers the vmid a call acts on, for the audit log (0: none).
 	VMID func(args any) int
-	// script is set for the tools scripts serve.
-	script *script
 }
 
 // Call is one tool call: the caller's session on the bench and the decoded

@@ -85,14 +85,7 @@ func createISO(ctx context.Context, c *Call, in *createISOArgs) (*mcp.CallToolRe
 	if err != nil {
 		return nil, err
 	}
-	if err := res.Task.Err(); err != nil {
-		return nil, err
-	}
-	out := fmt.Sprintf("vmid %d %s on %s", res.VMID, res.Name, res.Node)
-	if line := taskLine(res.Task); line != "" {
-		out += "\n" + line
-	}
-	return text("%s", out), nil
+	return createdAnswer(res)
 }
 
 func eject(ctx context.Context, c *Call, in *vmArgs) (*mcp.CallToolResult, error) {

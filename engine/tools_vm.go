@@ -227,6 +227,12 @@ func clone(ctx context.Context, c *Call, in *cloneArgs) (*mcp.CallToolResult, er
 		return nil, hostapi.Failf(fmt.Sprintf("use vmid %d, or clone under another name", res.VMID),
 			"%s already exists as vmid %d on %s: not cloned again", res.Name, res.VMID, res.Node)
 	}
+	return createdAnswer(res)
+}
+
+// createdAnswer renders a new VM: vmid N <name> on <node>, and its task
+// when it outlived the wait, or the task's failure.
+func createdAnswer(res hostapi.CloneResult) (*mcp.CallToolResult, error) {
 	if err := res.Task.Err(); err != nil {
 		return nil, err
 	}

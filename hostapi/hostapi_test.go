@@ -142,7 +142,7 @@ func TestShellArgs(t *testing.T) {
 // start, running, done, a finished run not repeated, restart, a failure.
 func TestRunScript(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	state := func(action, cmd string) RunState {
+	state := func(dir, action, cmd string) RunState {
 		t.Helper()
 		out, err := exec.Command("sh", "-c", runScript, "poligon-run", dir, action, base64.StdEncoding.EncodeToString([]byte(cmd))).CombinedOutput()
 		if err != nil {
@@ -150,40 +150,41 @@ func TestRunScript(t *testing.T) {
 		}
 		return parseRunState(string(out))
 	}
+	// finished polls a run's state until it is no longer running.
+	finished := func(dir, cmd string) RunState {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if st := state(dir, "status", cmd); st.State != "running" {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("never finished")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	cmd := "echo one >> " + dir + ".count; sleep 1; echo tail-line"
-	if st := state("start", cmd); st.State != "running" {
+	if st := state(dir, "start", cmd); st.State != "running" {
 		t.Fatalf("just started: %+v", st)
 	}
-	var st RunState
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if st = state("status", cmd); st.State != "running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("never finished")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if st.State != "done" || st.Exit != 0 || st.Tail != "tail-line" {
+	if st := finished(dir, cmd); st.State != "done" || st.Exit != 0 || st.Tail != "tail-line" {
 		t.Fatalf("finished: %+v", st)
 	}
-	if st := state("start", cmd); st.State != "done" {
+	if st := state(dir, "start", cmd); st.State != "done" {
 		t.Fatalf("a finished run was started again: %+v", st)
 	}
 	if b, _ := os.ReadFile(dir + ".count"); string(b) != "one\n" {
 		t.Fatalf("ran %q", b)
 	}
-	state("restart", cmd)
-	time.Sleep(1500 * time.Millisecond)
+	state(dir, "restart", cmd)
+	finished(dir, cmd)
 	if b, _ := os.ReadFile(dir + ".count"); string(b) != "one\none\n" {
 		t.Fatalf("restart did not run it again: %q", b)
 	}
 	fail := filepath.Join(t.TempDir(), "fail")
-	out, _ := exec.Command("sh", "-c", runScript, "poligon-run", fail, "start", base64.StdEncoding.EncodeToString([]byte("echo oops; exit 7"))).CombinedOutput()
-	time.Sleep(300 * time.Millisecond)
-	out, _ = exec.Command("sh", "-c", runScript, "poligon-run", fail, "status", "").CombinedOutput()
-	if st := parseRunState(string(out)); st.State != "failed" || st.Exit != 7 || st.Tail != "oops" {
-		t.Fatalf("a failing run: %+v (%q)", st, out)
+	state(fail, "start", "echo oops; exit 7")
+	if st := finished(fail, ""); st.State != "failed" || st.Exit != 7 || st.Tail != "oops" {
+		t.Fatalf("a failing run: %+v", st)
 	}
 }
 

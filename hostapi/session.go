@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,7 +23,6 @@ import (
 type Env struct {
 	Evidence string // directory screenshots may be saved under; "" refuses every path
 	Locks    *Locks
-	Logger   *slog.Logger
 	// MaxWait caps every wait a call may ask for (MCP clients drop a call at
 	// about a minute). Default 50 s.
 	MaxWait time.Duration
@@ -65,7 +62,6 @@ type Session struct {
 	pools    []string // nil when the backend has no pools
 	lockNS   string   // the namespace of VM locks: the machine's identity
 	be       backends.Backend
-	log      *slog.Logger
 	progress Progress
 
 	scriptRun bool // waits bounded by the run, not by MaxWait
@@ -83,10 +79,6 @@ type Session struct {
 // locks.
 func NewSession(ctx context.Context, env *Env, caller Caller, lockNS string, be backends.Backend) (*Session, error) {
 	s := &Session{env: env, owner: caller.Owner, lockNS: lockNS, be: be, held: map[int]bool{}}
-	s.log = env.Logger
-	if s.log == nil {
-		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
 	if id, ok := be.(backends.Identity); ok {
 		owner, pools, err := id.Identity(ctx)
 		if err != nil {

@@ -2,7 +2,6 @@ package pve
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -47,23 +46,6 @@ func (v *flexBool) UnmarshalJSON(b []byte) error {
 	default:
 		return fmt.Errorf("not a boolean: %s", b)
 	}
-	return nil
-}
-
-// flexString decodes a string that PVE may send as a number.
-type flexString string
-
-func (s *flexString) UnmarshalJSON(b []byte) error {
-	var str string
-	if err := json.Unmarshal(b, &str); err == nil {
-		*s = flexString(str)
-		return nil
-	}
-	if string(b) == "null" {
-		*s = ""
-		return nil
-	}
-	*s = flexString(bytes.TrimSpace(b))
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/qmp"
 	"github.com/poligon/poligon/internal/editdist"
+	"github.com/poligon/poligon/internal/latency"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
@@ -66,17 +66,17 @@ func BenchmarkScreenshot(b *testing.B) {
 		_, err := os.ReadFile(file)
 		return err
 	}
-	var oursT, dumpT, rawT latencies
+	var oursT, dumpT, rawT latency.Latencies
 	for b.Loop() {
-		oursT.time(b, ours)
-		dumpT.time(b, dump)
-		rawT.time(b, raw)
+		oursT.Time(func() { must(b, ours()) })
+		dumpT.Time(func() { must(b, dump()) })
+		rawT.Time(func() { must(b, raw()) })
 	}
-	oursT.report(b, "ours-")
-	dumpT.report(b, "qmp-")
-	rawT.report(b, "qmp-raw-")
-	b.ReportMetric(oursT.quantile(0.5)/dumpT.quantile(0.5), "ratio")
-	b.ReportMetric(oursT.quantile(0.5)/rawT.quantile(0.5), "ratio-raw")
+	oursT.Report(b, "ours-")
+	dumpT.Report(b, "qmp-")
+	rawT.Report(b, "qmp-raw-")
+	b.ReportMetric(oursT.Quantile(0.5)/dumpT.Quantile(0.5), "ratio")
+	b.ReportMetric(oursT.Quantile(0.5)/rawT.Quantile(0.5), "ratio-raw")
 }
 
 // BenchmarkTyping types a 200-character random line into the shell on
@@ -139,7 +139,7 @@ func BenchmarkTyping(b *testing.B) {
 func BenchmarkLinkedCloneToAgent(b *testing.B) {
 	d := benchDriver(b)
 	ctx := context.Background()
-	var total, clone, start, agent latencies
+	var total, clone, start, agent latency.Latencies
 	for i := 0; b.Loop(); i++ {
 		began := time.Now()
 		vmid, task, err := d.Clone(ctx, backends.CloneRequest{Template: tinyVMID, Name: fmt.Sprintf("bench-repro-clone%d", i)})
@@ -172,11 +172,11 @@ func BenchmarkLinkedCloneToAgent(b *testing.B) {
 		destroy()
 		b.StartTimer()
 	}
-	b.ReportMetric(total.quantile(0.5)/1000, "p50-s")
-	b.ReportMetric(total.quantile(1)/1000, "max-s")
-	b.ReportMetric(clone.quantile(0.5)/1000, "clone-p50-s")
-	b.ReportMetric(start.quantile(0.5)/1000, "start-p50-s")
-	b.ReportMetric(agent.quantile(0.5)/1000, "boot-p50-s")
+	b.ReportMetric(total.Quantile(0.5)/1000, "p50-s")
+	b.ReportMetric(total.Quantile(1)/1000, "max-s")
+	b.ReportMetric(clone.Quantile(0.5)/1000, "clone-p50-s")
+	b.ReportMetric(start.Quantile(0.5)/1000, "start-p50-s")
+	b.ReportMetric(agent.Quantile(0.5)/1000, "boot-p50-s")
 }
 
 // benchDriver opens a driver on a fresh data dir with the tiny template.
@@ -275,29 +275,9 @@ func randomLine(rng *rand.Rand, chars string, n int) string {
 	return sb.String()
 }
 
-// latencies collects the time of each operation, for percentiles.
-type latencies []time.Duration
-
-// time runs op, records how long it took, and fails b if it failed.
-func (ds *latencies) time(b *testing.B, op func() error) {
-	began := time.Now()
-	if err := op(); err != nil {
+// must fails b on an error.
+func must(b *testing.B, err error) {
+	if err != nil {
 		b.Fatal(err)
 	}
-	*ds = append(*ds, time.Since(began))
-}
-
-// quantile answers the q-quantile in milliseconds (nearest rank).
-func (ds latencies) quantile(q float64) float64 {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return float64(s[int(q*float64(len(s)-1)+0.5)]) / float64(time.Millisecond)
-}
-
-func (ds latencies) report(b *testing.B, prefix string) {
-	b.ReportMetric(ds.quantile(0.5), prefix+"p50-ms")
-	b.ReportMetric(ds.quantile(0.99), prefix+"p99-ms")
 }

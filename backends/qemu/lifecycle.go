@@ -306,17 +306,7 @@ func (d *Driver) Stop(ctx context.Context, vmid int) (backends.Task, error) {
 }
 
 func (d *Driver) stop(ctx context.Context, vmid int) error {
-	pid, ok := d.pid(vmid)
-	if !ok {
-		d.cleanupRun(vmid)
-		return nil
-	}
-	d.dropScreen(vmid)
-	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	err := d.monitorDo(qctx, vmid, func(c *qmp.Client) error { return c.SystemPowerdown(qctx) })
-	cancel()
-	if err == nil && waitGone(ctx, pid, d.opts.StopGrace) {
-		d.cleanupRun(vmid)
+	if gone, _ := d.end(ctx, vmid, d.opts.StopGrace, (*qmp.Client).SystemPowerdown); gone {
 		return nil
 	}
 	d.log.Info("vm ignored ACPI shutdown, stopping it hard", "vmid", vmid, "grace", d.opts.StopGrace)

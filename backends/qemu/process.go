@@ -199,20 +199,31 @@ func (d *Driver) monitorDo(ctx context.Context, vmid int, fn func(*qmp.Client) e
 
 // kill ends the VM's QEMU: quit over QMP, then SIGKILL, and waits for it.
 func (d *Driver) kill(ctx context.Context, vmid int) error {
+	if gone, pid := d.end(ctx, vmid, 5*time.Second, (*qmp.Client).Quit); !gone {
+		return d.sigkill(ctx, vmid, pid)
+	}
+	return nil
+}
+
+// end asks the VM's QEMU to end with one monitor command (powerdown, quit)
+// and waits up to grace for its process to go; a VM that is not running has
+// ended already. It answers whether QEMU is gone and, when it is not, its
+// pid for a harder stop (QEMU removes its pidfile while it exits).
+func (d *Driver) end(ctx context.Context, vmid int, grace time.Duration, ask func(*qmp.Client, context.Context) error) (bool, int) {
 	pid, ok := d.pid(vmid)
 	if !ok {
 		d.cleanupRun(vmid)
-		return nil
+		return true, 0
 	}
-	d.dropScreen(vmid)
+	d.dropScreen(vmid) // before QEMU goes: no reconnect attempts to a dying VM
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	d.monitorDo(qctx, vmid, func(c *qmp.Client) error { return c.Quit(qctx) })
+	err := d.monitorDo(qctx, vmid, func(c *qmp.Client) error { return ask(c, qctx) })
 	cancel()
-	if !waitGone(ctx, pid, 5*time.Second) {
-		return d.sigkill(ctx, vmid, pid)
+	if err != nil || !waitGone(ctx, pid, grace) {
+		return false, pid
 	}
 	d.cleanupRun(vmid)
-	return nil
+	return true, pid
 }
 
 // sigkill ends the VM's QEMU (pid) at once and waits for it.
