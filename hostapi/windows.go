@@ -3,6 +3,7 @@ package hostapi
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"image"
 	"strconv"
@@ -44,7 +45,9 @@ func (v *VM) Windows(ctx context.Context, user, pattern string) (WindowList, err
 	switch res.Exit {
 	case 0:
 	case 4:
-		return WindowList{}, Failf("log in first (vm_login), or pass user= for another desktop user", "no desktop session of %s in vmid %d", user, v.info.VMID)
+		e := Failf("log in first (vm_login), or pass user= for another desktop user", "no desktop session of %s in vmid %d", user, v.info.VMID)
+		e.Err = errNoSession
+		return WindowList{}, e
 	case 5:
 		return WindowList{}, Failf("window lookups need X11: take the full frame instead (no region/window)", "the session of %s is Wayland", user)
 	case 6:
@@ -75,6 +78,10 @@ func (v *VM) Windows(ctx context.Context, user, pattern string) (WindowList, err
 	return out, nil
 }
 
+// errNoSession marks "the user has no desktop session yet": a wait keeps
+// polling through it, since a session appears a moment after a login.
+var errNoSession = errors.New("no desktop session")
+
 // WindowWait is the outcome of WaitWindow.
 type WindowWait struct {
 	OK        bool
@@ -103,7 +110,10 @@ func (v *VM) waitWindow(ctx context.Context, pattern string, gone bool, user str
 	var res WindowWait
 	for {
 		list, err := v.Windows(ctx, user, pattern)
-		if err != nil {
+		if errors.Is(err, errNoSession) && gone {
+			err = nil // no session, no window
+		}
+		if err != nil && (!errors.Is(err, errNoSession) || time.Now().After(deadline) || ctx.Err() != nil) {
 			return WindowWait{}, err
 		}
 		res.Installed = res.Installed || list.Installed

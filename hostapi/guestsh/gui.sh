@@ -1,9 +1,9 @@
 # vm_exec_gui: launch a program in a user's desktop session, run by the
 # guest's /bin/sh as root. $1 user, $2 the command, base64.
-# The session's environment is read from the process session.sh found, so
+# The session's environment is the one session.sh read from its process, so
 # the program lands on the user's screen.
 # (after session.sh, which found the session's process)
-vars=$(env_of "$found" | grep -E '^(DISPLAY|XAUTHORITY|WAYLAND_DISPLAY|DBUS_SESSION_BUS_ADDRESS|XDG_RUNTIME_DIR|XDG_SESSION_TYPE|HOME|LANG|LANGUAGE|LC_[A-Z_]+)=' | sed "s/'/'\\\\''/g; s/^\([^=]*\)=\(.*\)$/\1='\2'/" | tr '\n' ' ')
+vars=$(printf '%s\n' "$senv" | grep -E '^(DISPLAY|XAUTHORITY|WAYLAND_DISPLAY|DBUS_SESSION_BUS_ADDRESS|XDG_RUNTIME_DIR|XDG_SESSION_TYPE|HOME|LANG|LANGUAGE|LC_[A-Z_]+)=' | sed "s/'/'\\\\''/g; s/^\([^=]*\)=\(.*\)$/\1='\2'/" | tr '\n' ' ')
 log=$(mktemp /tmp/poligon-gui.XXXXXX)
 chmod 644 "$log"
 printf %s "$2" | base64 -d > "$log.cmd"

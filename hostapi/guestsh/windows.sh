@@ -3,8 +3,8 @@
 # Prints "installed xdotool" first when it had to install it, then one line
 # per window: id x y w h title. Exit 4: no session; 5: Wayland; 6: no xdotool.
 # (after session.sh, which found the session's process)
-if ! env_of "$found" | grep -q '^DISPLAY='; then echo "the session of $u is Wayland" >&2; exit 5; fi
-export $(env_of "$found" | grep -E '^(DISPLAY|XAUTHORITY)=')
+if ! printf '%s\n' "$senv" | grep -q '^DISPLAY='; then echo "the session of $u is Wayland" >&2; exit 5; fi
+export $(printf '%s\n' "$senv" | grep -E '^(DISPLAY|XAUTHORITY)=')
 if ! command -v xdotool > /dev/null; then
 	if command -v apt-get > /dev/null && apt-get install -y xdotool > /tmp/poligon-xdotool.log 2>&1; then
 		echo "installed xdotool"
