@@ -13,16 +13,17 @@ import (
 
 // Handler answers the HTTP endpoints: /mcp (Streamable HTTP), /healthz,
 // /readyz and /metrics, all behind the Host allowlist, /mcp also behind the
-// credential check.
+// credential check, its sessions bound to the credentials that opened them.
 func (s *Server) Handler() http.Handler {
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		Logger: s.log,
 		// Our own Host allowlist below guards every endpoint, whatever
 		// interface we listen on; the SDK's guard only knows loopback.
 		DisableLocalhostProtection: true,
+		SessionTimeout:             sessionIdle,
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.requireCredential(mcpHandler))
+	mux.Handle("/mcp", s.requireCredential(newSessionBinding().wrap(mcpHandler)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": Version})
 	})

@@ -117,6 +117,32 @@ func TestHTTP(t *testing.T) {
 	if out := mustOK(t, other, "vm_list_my_vms", nil); !strings.HasPrefix(out, "owner other:") {
 		t.Fatalf("a second token's owner = %q", out)
 	}
+	// A session answers only to the credentials that opened it: another
+	// caller who learns its id can neither read it nor end it.
+	for _, method := range []string{"GET", "DELETE", "POST"} {
+		var body io.Reader
+		if method == "POST" {
+			body = strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"vm_list_my_vms","arguments":{}}}`)
+		}
+		req, _ := http.NewRequest(method, ts.URL+"/mcp", body)
+		req.Header.Set("Authorization", "Bearer other-token-0123456789")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(got), "other credentials") {
+			t.Errorf("%s on another's session = %d %s", method, resp.StatusCode, got)
+		}
+	}
+	if out := mustOK(t, cs, "vm_list_my_vms", nil); !strings.HasPrefix(out, "owner tester:") {
+		t.Fatalf("the session after another's attempts = %q", out)
+	}
+
 	pveOnly, err := httpClient(t, ts.URL, map[string]string{"X-PVE-Token": "root@pam!t=0000-1111"})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +152,7 @@ func TestHTTP(t *testing.T) {
 		t.Fatalf("a token secret reached an answer: %q", out)
 	}
 
-	if code, body := get(t, ts.URL+"/metrics", "", nil); code != 200 || !strings.Contains(body, `poligon_tool_calls_total{outcome="ok",tool="vm_list_my_vms"} 2`) {
+	if code, body := get(t, ts.URL+"/metrics", "", nil); code != 200 || !strings.Contains(body, `poligon_tool_calls_total{outcome="ok",tool="vm_list_my_vms"} 3`) {
 		t.Fatalf("/metrics = %d, missing the call counter:\n%s", code, body)
 	}
 }

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// sessionIdle closes an MCP session over HTTP nobody has used for this
+// long: the SDK keeps sessions until then, and so do we their owners. A
+// client coming back later gets 404 and opens a new session, as the
+// Streamable HTTP spec has it.
+const sessionIdle = 24 * time.Hour
+
+// sessionBinding binds each MCP session over HTTP to the credentials that
+// opened it. A session id is random and goes only to its client, but a
+// leaked one must not let another caller read the session's stream or end
+// it: requests naming a session with other credentials get 403 and change
+// nothing. Only a digest of the credentials is kept.
+type sessionBinding struct {
+	mu     sync.Mutex
+	owners map[string]boundSession
+}
+
+type boundSession struct {
+	credentials [sha256.Size]byte
+	lastUsed    time.Time
+}
+
+func newSessionBinding() *sessionBinding {
+	return &sessionBinding{owners: map[string]boundSession{}}
+}
+
+func credentialDigest(h http.Header) [sha256.Size]byte {
+	return sha256.Sum256([]byte(h.Get("Authorization") + "\x00" + h.Get("X-PVE-Token")))
+}
+
+// wrap guards next (the MCP handler), which it expects to run only for
+// requests whose credentials are valid.
+func (b *sessionBinding) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		digest := credentialDigest(r.Header)
+		id := r.Header.Get("Mcp-Session-Id")
+		if id == "" {
+			// A new session: learn its id from the answer.
+			next.ServeHTTP(&sessionRecorder{ResponseWriter: w, bind: func(id string) { b.bind(id, digest) }}, r)
+			return
+		}
+		if !b.use(id, digest) {
+			writeJSON(w, http.StatusForbidden, map[string]any{
+				"error": "this MCP session was opened with other credentials",
+				"hint":  "open your own session: initialize without an Mcp-Session-Id header",
+			})
+			return
+		}
+		next.ServeHTTP(w, r)
+		if r.Method == http.MethodDelete {
+			b.forget(id)
+		}
+	})
+}
+
+func (b *sessionBinding) bind(id string, digest [sha256.Size]byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	for old, s := range b.owners {
+		if now.Sub(s.lastUsed) > sessionIdle {
+			delete(b.owners, old)
+		}
+	}
+	b.owners[id] = boundSession{credentials: digest, lastUsed: now}
+}
+
+// use reports whether the session id may be used with these credentials:
+// yes for its owner, and for an id we never bound (the SDK answers 404).
+func (b *sessionBinding) use(id string, digest [sha256.Size]byte) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.owners[id]
+	if !ok {
+		return true
+	}
+	if s.credentials != digest {
+		return false
+	}
+	s.lastUsed = time.Now()
+	b.owners[id] = s
+	return true
+}
+
+func (b *sessionBinding) forget(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.owners, id)
+}
+
+// sessionRecorder sees the session id the SDK assigns as the answer's
+// headers go out.
+type sessionRecorder struct {
+	http.ResponseWriter
+	bind  func(id string)
+	bound bool
+}
+
+func (s *sessionRecorder) WriteHeader(code int) {
+	if !s.bound {
+		s.bound = true
+		if id := s.Header().Get("Mcp-Session-Id"); id != "" && code < 300 {
+			s.bind(id)
+		}
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *sessionRecorder) Write(p []byte) (int, error) {
+	if !s.bound {
+		s.WriteHeader(http.StatusOK)
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController flush the SSE stream through us.
+func (s *sessionRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
