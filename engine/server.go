@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +45,15 @@ type Server struct {
 	inflight sync.WaitGroup
 }
 
+// lockDir is where VM locks meet other poligon processes using the same
+// config (a server and a `poligon run`).
+func lockDir(cfg *config.Config) string {
+	if cfg.StateDir == "" {
+		return ""
+	}
+	return filepath.Join(cfg.StateDir, "locks")
+}
+
 // Options are what the CLI decides beyond the config.
 type Options struct {
 	Logger *slog.Logger
@@ -61,7 +71,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		log: log,
 		env: &hostapi.Env{
 			Evidence: cfg.EvidenceDir,
-			Locks:    hostapi.NewLocks(),
+			Locks:    hostapi.NewLocks(lockDir(cfg)),
 			MaxWait:  cfg.Limits.MaxWait.Duration,
 			BusyWait: cfg.Limits.BusyWait.Duration,
 		},

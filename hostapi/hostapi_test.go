@@ -63,7 +63,7 @@ func TestEvidencePath(t *testing.T) {
 }
 
 func TestLocks(t *testing.T) {
-	l := NewLocks()
+	l := NewLocks(t.TempDir())
 	ctx := context.Background()
 	release, err := l.Acquire(ctx, "b", 1, time.Second)
 	if err != nil {
@@ -89,6 +89,47 @@ func TestLocks(t *testing.T) {
 	release() // twice is harmless
 	if _, err := l.Acquire(ctx, "b", 1, 50*time.Millisecond); err != nil {
 		t.Fatalf("after release: %v", err)
+	}
+}
+
+// TestLocksAcrossProcesses: two lock tables on one directory stand for two
+// poligon processes (flock conflicts between open files, even in one
+// process).
+func TestLocksAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	server, run := NewLocks(dir), NewLocks(dir)
+	ctx := context.Background()
+	release, err := server.Acquire(ctx, "/data", 100, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = run.Acquire(ctx, "/data", 100, 100*time.Millisecond)
+	if err == nil || err.Error() != "vmid 100 is busy" || !strings.Contains(HintOf(err), "another poligon process") {
+		t.Fatalf("a VM another process holds: err = %v (hint %q)", err, HintOf(err))
+	}
+	if r, err := run.Acquire(ctx, "/other-data", 100, 100*time.Millisecond); err != nil {
+		t.Fatalf("vmid 100 of another data directory: %v", err)
+	} else {
+		r()
+	}
+	got := make(chan error, 1)
+	go func() {
+		r, err := run.Acquire(ctx, "/data", 100, 5*time.Second)
+		if err == nil {
+			r()
+		}
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the waiter polls the held lock
+	release()
+	if err := <-got; err != nil {
+		t.Fatalf("waiting for the other process's release: %v", err)
+	}
+	// A refused wait left the in-process slot free.
+	if r, err := run.Acquire(ctx, "/data", 100, 100*time.Millisecond); err != nil {
+		t.Fatalf("after a refused wait: %v", err)
+	} else {
+		r()
 	}
 }
 
