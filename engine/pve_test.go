@@ -544,7 +544,7 @@ func TestPVEToolsOverStdio(t *testing.T) {
 		if _, ok := lab.srv.VM(vmid); ok {
 			t.Fatal("the VM survived vm_destroy")
 		}
-		if open, _ := lab.srv.ConsoleConnections(); open != 0 {
+		if open := lab.srv.OpenConsolesAfter(10 * time.Second); open != 0 {
 			t.Errorf("%d console websockets outlived the VM", open)
 		}
 		if out := lab.ok(t, cs, "vm_list_my_vms", nil); out != "owner alice: 0 VMs named alice-repro-*\n" {
@@ -560,12 +560,8 @@ func TestPVEToolsOverStdio(t *testing.T) {
 			t.Fatalf("%d console websockets open; want 1", open)
 		}
 		s.Close()
-		deadline := time.Now().Add(10 * time.Second)
-		for open, _ := lab.srv.ConsoleConnections(); open != 0; open, _ = lab.srv.ConsoleConnections() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d console websockets outlived Server.Close", open)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if open := lab.srv.OpenConsolesAfter(10 * time.Second); open != 0 {
+			t.Fatalf("%d console websockets outlived Server.Close", open)
 		}
 	})
 

@@ -251,10 +251,20 @@ func TestToolsOnTiny(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			call(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "sleep 5"})
+			call(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "sleep 8"})
 		}()
-		time.Sleep(1500 * time.Millisecond) // the exec holds the lock by now
-		mustRefuse(t, cs, "ui_screenshot", map[string]any{"vmid": vmid}, "is busy")
+		// Until the exec holds the lock a screenshot goes through; then it
+		// waits the busy wait (1 s here) and is refused.
+		for deadline := time.Now().Add(6 * time.Second); ; {
+			out, res := call(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
+			if res.IsError && strings.Contains(out, "is busy") {
+				break
+			}
+			if res.IsError || time.Now().After(deadline) {
+				t.Fatalf("ui_screenshot while an exec holds the VM = %q", out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		mustOK(t, cs, "vm_snapshot", map[string]any{"vmid": other, "name": "cold"})
 		wg.Wait()
 		mustOK(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})

@@ -49,14 +49,18 @@ func (l *Locks) slot(key string) chan struct{} {
 func (l *Locks) Acquire(ctx context.Context, bench string, vmid int, wait time.Duration) (func(), error) {
 	deadline := time.Now().Add(wait)
 	ch := l.slot(lockKey(bench, vmid))
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
 	select {
-	case ch <- struct{}{}:
-	case <-timer.C:
-		return nil, errBusy(vmid)
-	case <-ctx.Done():
-		return nil, errCancelledWaiting(ctx, vmid)
+	case ch <- struct{}{}: // free: taken at once, whatever the wait
+	default:
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		select {
+		case ch <- struct{}{}:
+		case <-timer.C:
+			return nil, errBusy(vmid)
+		case <-ctx.Done():
+			return nil, errCancelledWaiting(ctx, vmid)
+		}
 	}
 	file, err := l.lockFile(ctx, bench, vmid, deadline)
 	if err != nil {

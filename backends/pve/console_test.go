@@ -125,7 +125,7 @@ func TestDestroyClosesTheConsole(t *testing.T) {
 	if _, _, err := screen.Frame(ctx); err == nil {
 		t.Error("the console of a destroyed VM still answers frames")
 	}
-	if open, _ := c.srv.ConsoleConnections(); open != 0 {
+	if open := c.srv.OpenConsolesAfter(10 * time.Second); open != 0 {
 		t.Errorf("%d console websockets still open", open)
 	}
 }

@@ -228,18 +228,25 @@ func TestTinyVM(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		// What the shell echoed is on the screen too: tesseract reads it.
+		// QEMU slows its screen updates when the screen is idle (up to 3 s
+		// apart), so the frame may lag the shell a little: read it again.
 		if _, err := exec.LookPath("tesseract"); err == nil {
-			img, _, err := s.Frame(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
 			file := filepath.Join(t.TempDir(), "screen.png")
-			f, _ := os.Create(file)
-			png.Encode(f, img)
-			f.Close()
-			out, err := exec.Command("tesseract", file, "stdout").Output()
-			if err != nil || !strings.Contains(string(out), "echo hello") {
-				t.Fatalf("tesseract read %q (%v), want the typed command", out, err)
+			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+				img, _, err := s.Frame(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, _ := os.Create(file)
+				png.Encode(f, img)
+				f.Close()
+				out, err := exec.Command("tesseract", file, "stdout").Output()
+				if err == nil && strings.Contains(string(out), "echo hello") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("tesseract read %q (%v), want the typed command", out, err)
+				}
 			}
 		} else {
 			t.Log("tesseract not installed: the screen was not read by OCR")

@@ -90,7 +90,7 @@ func shortTempDir(t testing.TB) string {
 }
 
 func testContext(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a cap for a loaded machine, not a target
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -50,7 +50,10 @@ func TestCDChangeMediumAndEject(t *testing.T) {
 	if err := c.Eject(ctx, "cd0", true); err != nil {
 		t.Fatal(err)
 	}
-	if cd = findBlock(t, c, "cd0"); cd.Inserted != nil || !cd.TrayOpen {
+	// The medium is gone. The tray is left open, but the guest may close it
+	// again (SeaBIOS, probing its boot devices, loads the drive): not ours
+	// to check.
+	if cd = findBlock(t, c, "cd0"); cd.Inserted != nil {
 		t.Fatalf("after eject: %+v", cd)
 	}
 

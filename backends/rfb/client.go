@@ -147,7 +147,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	go c.run(s, dec)
 	for {
 		c.mu.Lock()
-		ready, ch, lastErr := c.sess != nil, c.sessCh, c.lastErr
+		ready, ch := c.sess != nil, c.sessCh
 		c.mu.Unlock()
 		if ready {
 			return c, nil
@@ -155,6 +155,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			lastErr := c.lastError()
 			c.Close()
 			if lastErr != nil {
 				return nil, fmt.Errorf("rfb: waiting for the first frame (%v): %w", lastErr, ctx.Err())
@@ -426,6 +427,14 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// lastError is why the last connection or dial failed, read when a wait
+// gives up (a redial may have failed since the wait began).
+func (c *Client) lastError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr
+}
+
 // liveSession waits for a live session, within ctx.
 func (c *Client) liveSession(ctx context.Context) (*session, error) {
 	for {
@@ -433,7 +442,7 @@ func (c *Client) liveSession(ctx context.Context) (*session, error) {
 			return nil, ErrClosed
 		}
 		c.mu.Lock()
-		s, ch, lastErr := c.sess, c.sessCh, c.lastErr
+		s, ch := c.sess, c.sessCh
 		c.mu.Unlock()
 		if s != nil && !s.broken.Load() {
 			return s, nil
@@ -443,7 +452,7 @@ func (c *Client) liveSession(ctx context.Context) (*session, error) {
 		case <-c.ctx.Done():
 			return nil, ErrClosed
 		case <-ctx.Done():
-			if lastErr != nil {
+			if lastErr := c.lastError(); lastErr != nil {
 				return nil, fmt.Errorf("rfb: waiting for the VNC connection to come back (%v): %w", lastErr, ctx.Err())
 			}
 			return nil, fmt.Errorf("rfb: waiting for the VNC connection to come back: %w", ctx.Err())

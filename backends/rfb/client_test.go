@@ -124,13 +124,13 @@ func TestFrameAndInputDuringReconnect(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		c.mu.Lock()
-		down := c.sess == nil
+		down := c.sess == nil && c.lastErr != nil && strings.Contains(c.lastErr.Error(), "unreachable")
 		c.mu.Unlock()
 		if down {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the client did not notice the dropped connection")
+			t.Fatal("the client did not notice the dropped connection and the failed redial")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

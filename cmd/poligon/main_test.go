@@ -39,10 +39,17 @@ func TestMain(m *testing.M) {
 }
 
 // env is a clean environment for the binary: its own data, state and
-// config, owner "tester".
+// config, owner "tester", and none of the developer's poligon or Proxmox
+// settings.
 func env(t *testing.T, data string) []string {
 	t.Helper()
-	return append(os.Environ(),
+	var base []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "POLIGON_") && !strings.HasPrefix(kv, "PVE_") && !strings.HasPrefix(kv, "XDG_") {
+			base = append(base, kv)
+		}
+	}
+	return append(base,
 		"XDG_CONFIG_HOME="+t.TempDir(), "POLIGON_OWNER=tester", "POLIGON_DATA="+data,
 		"POLIGON_STATE="+t.TempDir(), "POLIGON_MCP_EVIDENCE="+t.TempDir())
 }

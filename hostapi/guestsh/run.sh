@@ -9,7 +9,7 @@ if [ "$2" != status ] && [ ! -d "$d" ]; then
 	date +%s > "$d/start"
 	cat > "$d/run" <<'RUN'
 d=$(dirname "$0")
-echo $$ > "$d/pid"
+echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
 umask 022
 cd /
 sh "$d/cmd" > "$d/out" 2>&1
@@ -22,6 +22,7 @@ now=$(date +%s)
 start=$(cat "$d/start" 2>/dev/null || echo "$now")
 finished() { [ -f "$d/exit" ] && echo "done $(cat "$d/exit") $(( $(stat -c %Y "$d/exit") - start ))"; }
 # The exit file is looked at again after the pid: the run may end between.
+# The pid file appears whole (renamed into place), a few moments after start.
 if finished; then :
 elif [ -f "$d/pid" ] && kill -0 "$(cat "$d/pid")" 2>/dev/null; then
 	echo "running 0 $((now - start))"

@@ -187,3 +187,17 @@ func (s *Server) ConsoleConnections() (open, accepted int) {
 	defer s.mu.Unlock()
 	return len(s.wsConns), s.wsAccepted
 }
+
+// OpenConsolesAfter answers how many console websockets are still open
+// once they all closed or timeout passed: the server notices a client's
+// close on its own goroutine, a moment after the client.
+func (s *Server) OpenConsolesAfter(timeout time.Duration) int {
+	deadline := time.Now().Add(timeout)
+	for {
+		open, _ := s.ConsoleConnections()
+		if open == 0 || time.Now().After(deadline) {
+			return open
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
