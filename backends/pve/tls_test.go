@@ -1,15 +1,14 @@
 package pve
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/pve/pvetest"
+	"github.com/poligon/poligon/internal/testvm"
 )
 
 func secretOf(token string) string { return token[strings.LastIndex(token, "=")+1:] }
@@ -83,29 +82,11 @@ func TestTrustFromTheEnvironment(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink for tests.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestTheSecretNeverAppearsInErrorsOrLogs(t *testing.T) {
 	c := newCluster(t, pvetest.Options{})
 	c.srv.AddVM(pvetest.VM{VMID: 150, Name: "alice-repro-a", Pool: "alice", Running: true})
 	c.srv.AddVM(pvetest.VM{VMID: 160, Name: "someone-else"})
-	var logs syncBuffer
+	var logs testvm.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	withLog := func(cfg *Config) { cfg.Logger = logger }
 

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -115,7 +114,7 @@ func TestStdio(t *testing.T) {
 	scripts := t.TempDir()
 	cmd := exec.Command(binaryPath, "serve", "--stdio", "--scripts", scripts)
 	cmd.Env = env(t, testvm.ShortTempDir(t))
-	var stderr syncBuffer // written by the process's copier, read here
+	var stderr testvm.SyncBuffer // written by the process's copier, read here
 	cmd.Stderr = &stderr
 	changed := make(chan struct{}, 10)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, &mcp.ClientOptions{
@@ -196,22 +195,4 @@ func TestRunCheckReplay(t *testing.T) {
 	if _, errOut, code := poligon(t, e, "run", script, "--vm", "4242"); code != 1 || !strings.Contains(errOut, "vmid 4242 not found") {
 		t.Fatalf("run on an unknown VM = exit %d, %q", code, errOut)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

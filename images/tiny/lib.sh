@@ -148,29 +148,10 @@ versions_line() { sed '/^$/d' <<<"$VERSIONS" | paste -sd, | sed 's/,/, /g'; }
 
 # fetch_deb PKG VERSION: sets DEB to the path of the .deb in the cache, downloading it when missing.
 fetch_deb() {
-	local pkg=$1 ver=$2 enc=${2//:/%3a} f dl
-	for f in "$DEBS/${pkg}_${enc}_"*.deb; do
-		if [ -f "$f" ]; then
-			DEB=$f
-			return
-		fi
-	done
-	log "downloading $pkg $ver"
-	# Into a scratch dir first: an interrupted download never leaves a truncated .deb in the cache.
-	dl=$(mktemp -d "$DEBS/.download.XXXXXX")
-	if ! (cd "$dl" && apt-get download -q "${APT_OPTS[@]}" "$pkg=$ver" >&2); then
-		rm -rf "$dl"
-		die "apt-get download $pkg=$ver failed" "$APT_HINT"
-	fi
-	mv "$dl"/*.deb "$DEBS/"
-	rm -rf "$dl"
-	for f in "$DEBS/${pkg}_${enc}_"*.deb; do
-		if [ -f "$f" ]; then
-			DEB=$f
-			return
-		fi
-	done
-	die "apt-get download $pkg=$ver left no ${pkg}_${enc}_*.deb in $DEBS"
+	local enc=${2//:/%3a}
+	prefetch "$1" "$2"
+	DEB=$(compgen -G "$DEBS/${1}_${enc}_*.deb" | head -n 1) || true
+	[ -n "$DEB" ] || die "apt-get download $1=$2 left no ${1}_${enc}_*.deb in $DEBS"
 }
 
 # prefetch PKG VERSION [PKG VERSION...]: downloads the missing .debs in one apt-get call (each call costs apt a
@@ -183,7 +164,8 @@ prefetch() {
 		shift 2
 	done
 	[ ${#want[@]} -gt 0 ] || return 0
-	log "downloading ${#want[@]} packages"
+	if [ ${#want[@]} -eq 1 ]; then log "downloading ${want[0]}"; else log "downloading ${#want[@]} packages"; fi
+	# Into a scratch dir first: an interrupted download never leaves a truncated .deb in the cache.
 	dl=$(mktemp -d "$DEBS/.download.XXXXXX")
 	if ! (cd "$dl" && apt-get download -q "${APT_OPTS[@]}" "${want[@]}" >&2); then
 		rm -rf "$dl"

@@ -226,11 +226,16 @@ func (s *Server) stop(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.startTask(c, v.node, "qmstop", strconv.Itoa(v.id), func() error {
+	return s.startTask(c, v.node, "qmstop", strconv.Itoa(v.id), s.powerOff(v), nil), nil
+}
+
+// powerOff is the task body of stop and shutdown.
+func (s *Server) powerOff(v *vm) func() error {
+	return func() error {
 		v.running, v.paused = false, false
 		s.publishLocked(v)
 		return nil
-	}, nil), nil
+	}
 }
 
 // shutdown is the ACPI (or agent) shutdown; the model's guests always obey.
@@ -250,11 +255,7 @@ func (s *Server) shutdown(c *call) (any, error) {
 	if !v.running {
 		return nil, fail(500, "VM %d not running", v.id)
 	}
-	return s.startTask(c, v.node, "qmshutdown", strconv.Itoa(v.id), func() error {
-		v.running, v.paused = false, false
-		s.publishLocked(v)
-		return nil
-	}, nil), nil
+	return s.startTask(c, v.node, "qmshutdown", strconv.Itoa(v.id), s.powerOff(v), nil), nil
 }
 
 func (s *Server) clone(c *call) (any, error) {
