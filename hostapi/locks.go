@@ -86,10 +86,12 @@ func (l *Locks) lockFile(ctx context.Context, bench string, vmid int, deadline t
 	}
 	sum := sha256.Sum256([]byte(bench))
 	path := filepath.Join(l.dir, fmt.Sprintf("%s-%d.lock", hex.EncodeToString(sum[:8]), vmid))
-	if err := os.MkdirAll(l.dir, 0o700); err != nil {
-		return nil, &Error{Message: fmt.Sprintf("cannot lock vmid %d: %v", vmid, err), Hint: "the lock directory is under state_dir: make it writable", Err: err}
-	}
 	file, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, os.ErrNotExist) { // the first lock: make the directory
+		if err = os.MkdirAll(l.dir, 0o700); err == nil {
+			file, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		}
+	}
 	if err != nil {
 		return nil, &Error{Message: fmt.Sprintf("cannot lock vmid %d: %v", vmid, err), Hint: "the lock directory is under state_dir: make it writable", Err: err}
 	}
