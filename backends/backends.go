@@ -238,6 +238,40 @@ var (
 	ErrUnsupported   = errors.New("not supported")
 )
 
+// Hinted is an error that says what to do about it: a backend knows its own
+// failures best (a token without a privilege, a node that did not answer),
+// so it attaches the hint where it makes the error, and hostapi shows it.
+type Hinted interface {
+	error
+	Hint() string
+}
+
+// WithHint wraps err with a hint; errors.Is and errors.As still see err.
+func WithHint(err error, hint string) error {
+	if err == nil || hint == "" {
+		return err
+	}
+	return &hinted{err: err, hint: hint}
+}
+
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (h *hinted) Error() string { return h.err.Error() }
+func (h *hinted) Unwrap() error { return h.err }
+func (h *hinted) Hint() string  { return h.hint }
+
+// HintOf answers the first hint in err's chain, or "".
+func HintOf(err error) string {
+	var h Hinted
+	if errors.As(err, &h) {
+		return h.Hint()
+	}
+	return ""
+}
+
 // CapabilityError says a backend cannot serve a capability.
 type CapabilityError struct {
 	Backend    string

@@ -25,14 +25,18 @@ func (d *Driver) Console(ctx context.Context, vmid int) (backends.Screen, error)
 	s, ok := d.screens[vmid]
 	d.mu.Unlock()
 	if ok {
-		if d.alive(vmid) {
-			return s, nil
+		select {
+		case <-s.Done(): // it closed itself when the VM stopped; the VM may be back
+			d.dropScreen(vmid)
+		default:
+			if d.alive(vmid) {
+				return s, nil
+			}
+			// The VM stopped by itself (guest poweroff, QEMU killed): the
+			// cached client would serve its last frame.
+			d.dropScreen(vmid)
+			return nil, fmt.Errorf("vmid %d: %w", vmid, backends.ErrNotRunning)
 		}
-		// The VM stopped by itself (guest poweroff, QEMU killed): the
-		// cached client would serve its last frame and wait for ever to
-		// reconnect.
-		d.dropScreen(vmid)
-		return nil, fmt.Errorf("vmid %d: %w", vmid, backends.ErrNotRunning)
 	}
 	if _, err := d.config(vmid); err != nil {
 		return nil, err
@@ -43,6 +47,9 @@ func (d *Driver) Console(ctx context.Context, vmid int) (backends.Screen, error)
 	sock := d.l.vncSocket(vmid)
 	s, err := rfb.Connect(ctx, rfb.Config{
 		Dial: func(ctx context.Context) (net.Conn, error) {
+			if !d.alive(vmid) { // the client then closes itself, quietly
+				return nil, fmt.Errorf("vmid %d: %w", vmid, backends.ErrNotRunning)
+			}
 			var dialer net.Dialer
 			return dialer.DialContext(ctx, "unix", sock)
 		},

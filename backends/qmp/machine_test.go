@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/poligon/poligon/backends/backendtest"
 )
 
 // QEMU sends STOP before the reply to stop and RESUME before the reply to
@@ -60,7 +62,9 @@ func TestResetAndPowerdownEvents(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let the waiter block first (the test passes either way)
+	// The reset goes out only once the waiter has searched the kept events
+	// and blocks: the RESET can only reach it as a new event.
+	backendtest.WaitParked(t, "qmp.(*Client).WaitEvent", func() bool { return len(got) > 0 })
 	if err := c.SystemReset(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -77,22 +77,23 @@ type Client struct {
 	frame     *image.RGBA // the published frame; nil before the first one
 	changedAt time.Time
 	updated   chan struct{} // closed at the next pixel change
-	sess      *session      // the live session, nil while (re)connecting
-	sessCh    chan struct{} // closed when sess changes
+	live      *link         // the live connection, nil while (re)connecting
+	liveCh    chan struct{} // closed when live changes
 	lastErr   error         // why the last connection or dial failed
+	goneErr   error         // why the client stopped by itself (its VM is gone)
 }
 
-// session is one connection, handshake done.
-type session struct {
+// link is one connection, handshake done.
+type link struct {
 	conn    net.Conn
 	wmu     sync.Mutex
 	extKeys atomic.Bool // QEMU acknowledged ExtendedKeyEvent
 	broken  atomic.Bool
 }
 
-// send writes one whole message; a failed write breaks the session, and the
+// send writes one whole message; a failed write breaks the link, and the
 // reader's error then starts the reconnect.
-func (s *session) send(msg []byte) error {
+func (s *link) send(msg []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.broken.Load() {
@@ -106,7 +107,7 @@ func (s *session) send(msg []byte) error {
 	return nil
 }
 
-func (s *session) fail() {
+func (s *link) fail() {
 	s.broken.Store(true)
 	_ = s.conn.Close()
 }
@@ -137,7 +138,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
 		cfg: cfg, log: log, delay: max(delay, 0), ctx: cctx, cancel: cancel,
 		done: make(chan struct{}), inputSem: make(chan struct{}, 1),
-		updated: make(chan struct{}), sessCh: make(chan struct{}),
+		updated: make(chan struct{}), liveCh: make(chan struct{}),
 	}
 	s, dec, err := c.dial(ctx)
 	if err != nil {
@@ -147,13 +148,15 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	go c.run(s, dec)
 	for {
 		c.mu.Lock()
-		ready, ch := c.sess != nil, c.sessCh
+		ready, ch := c.live != nil, c.liveCh
 		c.mu.Unlock()
 		if ready {
 			return c, nil
 		}
 		select {
 		case <-ch:
+		case <-c.done: // the VM stopped before the first frame
+			return nil, fmt.Errorf("rfb: waiting for the first frame: %w", c.closedErr())
 		case <-ctx.Done():
 			lastErr := c.lastError()
 			c.Close()
@@ -165,8 +168,8 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	}
 }
 
-// dial opens and sets up one session: handshake, pixel format, encodings.
-func (c *Client) dial(ctx context.Context) (*session, *decoder, error) {
+// dial opens and sets up one link: handshake, pixel format, encodings.
+func (c *Client) dial(ctx context.Context) (*link, *decoder, error) {
 	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	defer cancel()
 	conn, err := c.cfg.Dial(ctx)
@@ -193,7 +196,7 @@ func (c *Client) dial(ctx context.Context) (*session, *decoder, error) {
 	return s, dec, nil
 }
 
-func (c *Client) setup(conn net.Conn, password string) (*session, *decoder, error) {
+func (c *Client) setup(conn net.Conn, password string) (*link, *decoder, error) {
 	r := bufio.NewReaderSize(conn, 64<<10)
 	si, err := handshake(conn, r, password)
 	if err != nil {
@@ -203,7 +206,7 @@ func (c *Client) setup(conn net.Conn, password string) (*session, *decoder, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &session{conn: conn}
+	s := &link{conn: conn}
 	encodings := append(append([]int32(nil), c.cfg.Encodings...),
 		EncodingDesktopSize, EncodingExtendedDesktopSize, EncodingQEMUExtendedKey)
 	setup := append(setPixelFormatMsg(), setEncodingsMsg(encodings)...)
@@ -214,31 +217,43 @@ func (c *Client) setup(conn net.Conn, password string) (*session, *decoder, erro
 	return s, dec, nil
 }
 
-// run serves sessions until Close, redialling with backoff when one drops.
-func (c *Client) run(s *session, dec *decoder) {
+// run serves links until Close, redialling with backoff when one drops.
+func (c *Client) run(s *link, dec *decoder) {
 	defer close(c.done)
 	for {
 		err := c.serve(s, dec)
 		s.fail()
 		c.mu.Lock()
-		if c.sess == s {
-			c.sess = nil
+		if c.live == s {
+			c.live = nil
 		}
 		c.lastErr = err
-		c.broadcastSession()
+		c.broadcastLink()
 		c.mu.Unlock()
 		if c.ctx.Err() != nil {
 			return
 		}
-		c.log.Warn("rfb: VNC connection lost; reconnecting", "err", err)
+		// Not a warning yet: a VM that stopped drops its console too, and
+		// the redial tells which it was.
+		c.log.Debug("rfb: VNC connection lost; reconnecting", "err", err)
 		if s, dec = c.redial(); s == nil {
 			return
 		}
 	}
 }
 
-// redial dials until it succeeds or the client is closed.
-func (c *Client) redial() (*session, *decoder) {
+// gone says whether a dial failed because the VM is not running or not
+// there any more: redialling cannot help until someone starts it, and
+// whoever does opens a new console.
+func gone(err error) bool {
+	return errors.Is(err, backends.ErrNotRunning) || errors.Is(err, backends.ErrNotFound)
+}
+
+// redial dials until it succeeds, the client is closed, or the VM is gone
+// (then the client closes itself, quietly: a stopped VM is no failure).
+// Failures are warned about at attempts 1, 2, 4, 8, ..., not every few
+// seconds for as long as the server is down.
+func (c *Client) redial() (*link, *decoder) {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		s, dec, err := c.dial(c.ctx)
@@ -248,8 +263,20 @@ func (c *Client) redial() (*session, *decoder) {
 		}
 		c.mu.Lock()
 		c.lastErr = err
+		if gone(err) && c.ctx.Err() == nil {
+			c.goneErr = err
+		}
 		c.mu.Unlock()
-		c.log.Warn("rfb: reconnecting failed", "attempt", attempt, "err", err, "retry_in", backoff)
+		if gone(err) {
+			c.log.Info("rfb: the console's VM is not running; console closed", "err", err)
+			c.cancel()
+			return nil, nil
+		}
+		if attempt&(attempt-1) == 0 {
+			c.log.Warn("rfb: reconnecting failed", "attempt", attempt, "err", err, "retry_in", backoff)
+		} else {
+			c.log.Debug("rfb: reconnecting failed", "attempt", attempt, "err", err, "retry_in", backoff)
+		}
 		select {
 		case <-c.ctx.Done():
 			return nil, nil
@@ -259,20 +286,20 @@ func (c *Client) redial() (*session, *decoder) {
 	}
 }
 
-// broadcastSession wakes everyone waiting for a session change. c.mu is held.
-func (c *Client) broadcastSession() {
-	close(c.sessCh)
-	c.sessCh = make(chan struct{})
+// broadcastLink wakes everyone waiting for a link change. c.mu is held.
+func (c *Client) broadcastLink() {
+	close(c.liveCh)
+	c.liveCh = make(chan struct{})
 }
 
 // maxUpdatesBeforePublish bounds how many pixel updates after a (re)size the
 // client waits for full coverage before it shows what it has.
 const maxUpdatesBeforePublish = 4
 
-// serve reads one session's messages until it fails. It asks for the next
+// serve reads one link's messages until it fails. It asks for the next
 // incremental update after every update message, so the frame stays live
 // (QEMU holds an incremental request until something changes).
-func (c *Client) serve(s *session, dec *decoder) error {
+func (c *Client) serve(s *link, dec *decoder) error {
 	stop := context.AfterFunc(c.ctx, s.fail)
 	defer stop()
 	// The only non-incremental request: QEMU answers every non-incremental
@@ -327,8 +354,8 @@ func (c *Client) serve(s *session, dec *decoder) error {
 
 // publish copies the region r of the decoder's frame into the published
 // frame, noting the time if any pixel actually differs. It also makes s the
-// live session, since it has now shown a frame.
-func (c *Client) publish(s *session, dec *decoder, r image.Rectangle) {
+// live link, since it has now shown a frame.
+func (c *Client) publish(s *link, dec *decoder, r image.Rectangle) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	changed := false
@@ -354,10 +381,10 @@ func (c *Client) publish(s *session, dec *decoder, r image.Rectangle) {
 		close(c.updated)
 		c.updated = make(chan struct{})
 	}
-	if c.sess != s && !s.broken.Load() {
-		c.sess = s
+	if c.live != s && !s.broken.Load() {
+		c.live = s
 		c.lastErr = nil
-		c.broadcastSession()
+		c.broadcastLink()
 	}
 }
 
@@ -369,7 +396,7 @@ func (c *Client) Frame(ctx context.Context) (*image.RGBA, time.Time, error) {
 		return nil, time.Time{}, err
 	}
 	if c.ctx.Err() != nil {
-		return nil, time.Time{}, ErrClosed
+		return nil, time.Time{}, c.closedErr()
 	}
 	for {
 		// Allocate outside the lock (that is the slow part), copy inside.
@@ -413,12 +440,27 @@ func (c *Client) Updated() <-chan struct{} {
 	return c.updated
 }
 
+// Done is closed once the client has stopped for good: Close, or its VM
+// stopped or went away (a dial said backends.ErrNotRunning or
+// ErrNotFound). A console cache drops a client that is done.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// closedErr is ErrClosed, with why the client closed itself if it did.
+func (c *Client) closedErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.goneErr != nil {
+		return fmt.Errorf("%w: %w", ErrClosed, c.goneErr)
+	}
+	return ErrClosed
+}
+
 // Close ends the connection and stops reconnecting. Input calls in flight
 // return ErrClosed.
 func (c *Client) Close() error {
 	c.cancel()
 	c.mu.Lock()
-	s := c.sess
+	s := c.live
 	c.mu.Unlock()
 	if s != nil {
 		s.fail()
@@ -435,14 +477,14 @@ func (c *Client) lastError() error {
 	return c.lastErr
 }
 
-// liveSession waits for a live session, within ctx.
-func (c *Client) liveSession(ctx context.Context) (*session, error) {
+// liveLink waits for a live link, within ctx.
+func (c *Client) liveLink(ctx context.Context) (*link, error) {
 	for {
 		if c.ctx.Err() != nil {
-			return nil, ErrClosed
+			return nil, c.closedErr()
 		}
 		c.mu.Lock()
-		s, ch := c.sess, c.sessCh
+		s, ch := c.live, c.liveCh
 		c.mu.Unlock()
 		if s != nil && !s.broken.Load() {
 			return s, nil
@@ -450,7 +492,7 @@ func (c *Client) liveSession(ctx context.Context) (*session, error) {
 		select {
 		case <-ch:
 		case <-c.ctx.Done():
-			return nil, ErrClosed
+			return nil, c.closedErr()
 		case <-ctx.Done():
 			if lastErr := c.lastError(); lastErr != nil {
 				return nil, fmt.Errorf("rfb: waiting for the VNC connection to come back (%v): %w", lastErr, ctx.Err())

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/poligon/poligon/backends/backendtest"
 )
 
 // keyLines renders recorded input as "down ctrl", "up a", ... for comparison.
@@ -124,7 +126,7 @@ func TestFrameAndInputDuringReconnect(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		c.mu.Lock()
-		down := c.sess == nil && c.lastErr != nil && strings.Contains(c.lastErr.Error(), "unreachable")
+		down := c.live == nil && c.lastErr != nil && strings.Contains(c.lastErr.Error(), "unreachable")
 		c.mu.Unlock()
 		if down {
 			break
@@ -147,14 +149,16 @@ func TestFrameAndInputDuringReconnect(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "server unreachable (test)") {
 		t.Fatalf("Key while disconnected = %v", err)
 	}
-	// Input in flight resumes once the server is back.
+	// Input in flight resumes once the server is back: the server comes
+	// back only once the call waits for it, so a call that gave up at
+	// once, or one that started after the reconnect, cannot pass.
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), backendtest.HangGuard)
 		defer cancel()
 		done <- c.Key(ctx, "b")
 	}()
-	time.Sleep(100 * time.Millisecond)
+	backendtest.WaitParked(t, "rfb.(*Client).liveLink", func() bool { return len(done) > 0 })
 	fd.setFail(false)
 	if err := <-done; err != nil {
 		t.Fatalf("Key after reconnect: %v", err)

@@ -46,21 +46,21 @@ func (c *Client) exec(ctx context.Context, events []inputEvent) (err error) {
 	case <-ctx.Done():
 		return fmt.Errorf("rfb: waiting for the previous input to finish: %w", ctx.Err())
 	case <-c.ctx.Done():
-		return ErrClosed
+		return c.closedErr()
 	}
 	defer func() { <-c.inputSem }()
 
 	var held []Key // keys down, in press order
 	var mask uint8 // buttons down
 	var px, py int // where they are down
-	var last *session
+	var last *link
 	defer func() {
 		if err != nil && (len(held) > 0 || mask != 0) {
 			c.releaseAll(held, mask, px, py)
 		}
 	}()
 	for i := 0; i < len(events); {
-		s, err := c.liveSession(ctx)
+		s, err := c.liveLink(ctx)
 		if err != nil {
 			return err
 		}
@@ -97,7 +97,7 @@ func (c *Client) exec(ctx context.Context, events []inputEvent) (err error) {
 	return nil
 }
 
-func (c *Client) sendKey(s *session, k Key, down bool) error {
+func (c *Client) sendKey(s *link, k Key, down bool) error {
 	if s.extKeys.Load() {
 		return s.send(extKeyEventMsg(k, down))
 	}
@@ -119,11 +119,11 @@ func trackHeld(held []Key, k Key, down bool) []Key {
 	return held
 }
 
-// releaseAll lifts held keys and buttons on the live session, if there is
+// releaseAll lifts held keys and buttons on the live link, if there is
 // one; it does not wait for a reconnect (QEMU lifts them on disconnect).
 func (c *Client) releaseAll(held []Key, mask uint8, x, y int) {
 	c.mu.Lock()
-	s := c.sess
+	s := c.live
 	c.mu.Unlock()
 	if s == nil {
 		return

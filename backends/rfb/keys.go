@@ -2,10 +2,12 @@ package rfb
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
-	"github.com/poligon/poligon/internal/editdist"
+	"github.com/poligon/poligon/backends/internal/editdist"
 )
 
 // Key is one key of a PC keyboard: its qemu sendkey name (a QKeyCode of
@@ -116,7 +118,7 @@ func ParseCombo(combo string) ([]Key, error) {
 		}
 		k, ok := keysByName[name]
 		if !ok {
-			return nil, unknownKeyError(name)
+			return nil, unknownKeyError(combo, parts)
 		}
 		if k.Name == "shift" || k.Name == "shift_r" {
 			shifted = true
@@ -129,10 +131,76 @@ func ParseCombo(combo string) ([]Key, error) {
 	return keys, nil
 }
 
-// unknownKeyError names the closest key names, so a typo is fixed in one step.
-func unknownKeyError(name string) error {
+// unknownKeyError names the whole combination and the parts that are no
+// key, and suggests the closest combinations that are (a qemu name written
+// with '-' for '_', an alias, a typo), so a mistake is fixed in one step.
+func unknownKeyError(combo string, parts []string) error {
+	for i := range parts {
+		parts[i] = strings.ToLower(strings.TrimSpace(parts[i]))
+	}
+	known := func(ps []string) bool {
+		for _, p := range ps {
+			if _, ok := keysByName[p]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	var unknown []string
+	at := -1
+	for i, p := range parts {
+		if _, ok := keysByName[p]; !ok {
+			unknown, at = append(unknown, strconv.Quote(p)), i
+		}
+	}
+	var suggest []string
+	add := func(s string) {
+		if !slices.Contains(suggest, s) && len(suggest) < 3 {
+			suggest = append(suggest, s)
+		}
+	}
+	replace := func(i, j int, name string) string { // parts[i:j] -> name
+		return strings.Join(slices.Concat(parts[:i], []string{name}, parts[j:]), "-")
+	}
+	// A qemu name written with '-' for '_' ("caps-lock", "kp-enter").
+	for i := range parts {
+		for j := i + 2; j <= len(parts); j++ {
+			joined := strings.Join(parts[i:j], "_")
+			name, ok := keyAliases[joined]
+			if _, isKey := keysByName[joined]; isKey {
+				name, ok = joined, true
+			}
+			if ok && known(parts[:i]) && known(parts[j:]) {
+				add(replace(i, j, name))
+			}
+		}
+	}
+	// One name mistyped, or a name people use for a qemu one.
+	if len(unknown) == 1 {
+		for _, name := range closeNames(parts[at]) {
+			add(replace(at, at+1, name))
+		}
+	}
+	what := unknown[0] + " is not a qemu key name"
+	if n := len(unknown); n > 1 {
+		what = strings.Join(unknown[:n-1], ", ") + " and " + unknown[n-1] + " are not qemu key names"
+	}
+	if len(parts) == 1 {
+		what = "" // the combination is the one name
+	} else {
+		what = ": " + what
+	}
+	if len(suggest) == 0 {
+		return fmt.Errorf("unknown key %q%s (qemu sendkey names: ret, tab, esc, spc, backspace, delete, up, f1..f12, ctrl, alt, shift, meta_l, a..z, 0..9, minus, ...)", combo, what)
+	}
+	return fmt.Errorf("unknown key %q%s (did you mean %s?)", combo, what, strings.Join(suggest, " or "))
+}
+
+// closeNames answers up to 3 key names close to name: the one an alias
+// stands for, else those within a small edit distance, closest first.
+func closeNames(name string) []string {
 	if target, ok := keyAliases[name]; ok {
-		return fmt.Errorf("unknown key %q (did you mean %s?)", name, target)
+		return []string{target}
 	}
 	type candidate struct {
 		name string
@@ -151,9 +219,6 @@ func unknownKeyError(name string) error {
 	for alias, target := range keyAliases {
 		consider(alias, target)
 	}
-	if len(best) == 0 {
-		return fmt.Errorf("unknown key %q (qemu sendkey names: ret, tab, esc, spc, backspace, delete, up, f1..f12, ctrl, alt, shift, meta_l, a..z, 0..9, minus, ...)", name)
-	}
 	sort.SliceStable(best, func(i, j int) bool {
 		if best[i].dist != best[j].dist {
 			return best[i].dist < best[j].dist
@@ -161,12 +226,10 @@ func unknownKeyError(name string) error {
 		return best[i].name < best[j].name
 	})
 	var names []string
-	seen := map[string]bool{}
 	for _, c := range best {
-		if !seen[c.name] && len(names) < 3 {
-			seen[c.name] = true
+		if !slices.Contains(names, c.name) && len(names) < 3 {
 			names = append(names, c.name)
 		}
 	}
-	return fmt.Errorf("unknown key %q (did you mean %s?)", name, strings.Join(names, " or "))
+	return names
 }

@@ -73,10 +73,18 @@ func TestParseComboErrors(t *testing.T) {
 		"entr":       `unknown key "entr" (did you mean ret?)`,
 		"enter":      `unknown key "enter" (did you mean ret?)`,
 		"ctrl-alt-f": ``, // "f" is a key
-		"ctrl-altt":  `unknown key "altt" (did you mean alt`,
+		"ctrl-altt":  `unknown key "ctrl-altt": "altt" is not a qemu key name (did you mean ctrl-alt?)`,
 		"ctrl--":     `empty key name`,
 		"":           `empty key combination`,
-		"ctrl-blorp": `unknown key "blorp"`,
+		"ctrl-blorp": `unknown key "ctrl-blorp": "blorp" is not a qemu key name (qemu sendkey names: ret,`,
+		// The whole combination is named, with every part that is no key.
+		"no-such-key": `unknown key "no-such-key": "no", "such" and "key" are not qemu key names (qemu sendkey names:`,
+		// A qemu name written with '-' for '_', or an alias inside a combination.
+		"caps-lock":      `unknown key "caps-lock": "caps" and "lock" are not qemu key names (did you mean caps_lock?)`,
+		"ctrl-kp-enter":  `(did you mean ctrl-kp_enter?)`,
+		"ctrl-alt-del":   `unknown key "ctrl-alt-del": "del" is not a qemu key name (did you mean ctrl-alt-delete?)`,
+		"ctrl-page-down": `(did you mean ctrl-pgdn?)`,
+		"Shift-Entr":     `unknown key "Shift-Entr": "entr" is not a qemu key name (did you mean shift-ret?)`,
 	}
 	for combo, want := range cases {
 		_, err := ParseCombo(combo)
@@ -228,7 +236,7 @@ func TestUnknownInputSendsNothing(t *testing.T) {
 	srv := newFakeServer(t)
 	c := connect(t, Config{Dial: srv.dial, KeyDelay: -1})
 	ctx := context.Background()
-	if err := c.Key(ctx, "ctrl-entr"); err == nil || !strings.Contains(err.Error(), "did you mean ret?") {
+	if err := c.Key(ctx, "ctrl-entr"); err == nil || !strings.Contains(err.Error(), "did you mean ctrl-ret?") {
 		t.Errorf("Key(ctrl-entr) = %v", err)
 	}
 	if err := c.Type(ctx, "abc é"); err == nil || !strings.Contains(err.Error(), "nothing was typed") {
