@@ -34,6 +34,9 @@ type Config struct {
 	AuditLog    string `toml:"audit_log"`    // JSON lines; "-" = stderr, "" = off
 	StateDir    string `toml:"state_dir"`    // transcripts, the Wasm compilation cache
 	LogLevel    string `toml:"log_level"`    // debug, info, warn, error
+	// Accel is the qemu benches' accelerator unless a bench sets its own:
+	// auto (KVM when a probe guest runs under it, else TCG), kvm or tcg.
+	Accel string `toml:"accel"`
 
 	DefaultBench string  `toml:"default_bench"`
 	Benches      []Bench `toml:"bench"`
@@ -60,6 +63,7 @@ type Bench struct {
 
 	// qemu
 	DataDir string `toml:"data_dir"` // default: the top-level data_dir
+	Accel   string `toml:"accel"`    // auto | kvm | tcg; default: the top-level accel
 
 	// pve
 	API       string `toml:"api"`        // https://host:8006/api2/json
@@ -188,6 +192,7 @@ func (c *Config) applyEnv(env func(string) string) {
 	set("POLIGON_MCP_AUDIT", &c.AuditLog)
 	set("POLIGON_STATE", &c.StateDir)
 	set("POLIGON_LOG_LEVEL", &c.LogLevel)
+	set("POLIGON_ACCEL", &c.Accel)
 	set("POLIGON_MCP_BIND", &c.Server.Bind)
 	set("POLIGON_DEFAULT_BENCH", &c.DefaultBench)
 	if v := env("POLIGON_MCP_ALLOWED_HOSTS"); v != "" {
@@ -223,6 +228,9 @@ func (c *Config) applyDefaults() {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
+	if c.Accel == "" {
+		c.Accel = "auto"
+	}
 	if c.Server.Bind == "" {
 		c.Server.Bind = "127.0.0.1:8811"
 	}
@@ -231,8 +239,12 @@ func (c *Config) applyDefaults() {
 		c.Benches = append([]Bench{{Name: "local", Type: "qemu", Description: "QEMU on this machine"}}, c.Benches...)
 	}
 	for i := range c.Benches {
-		if c.Benches[i].Type == "qemu" && c.Benches[i].DataDir == "" {
-			c.Benches[i].DataDir = c.DataDir
+		b := &c.Benches[i]
+		if b.Type == "qemu" && b.DataDir == "" {
+			b.DataDir = c.DataDir
+		}
+		if b.Type == "qemu" && b.Accel == "" {
+			b.Accel = c.Accel
 		}
 	}
 	if c.DefaultBench == "" {
@@ -293,7 +305,14 @@ func (c *Config) Check() []error {
 			if b.API != "" || b.Token != "" {
 				bad("%s: api and token are for type pve", where)
 			}
+			// An inherited bad value is the top-level accel's problem.
+			if !validAccel(b.Accel) && b.Accel != c.Accel {
+				bad("%s: accel %q: use auto, kvm or tcg", where, b.Accel)
+			}
 		case "pve":
+			if b.Accel != "" {
+				bad("%s: accel is for type qemu", where)
+			}
 			if !strings.HasPrefix(b.API, "https://") {
 				bad("%s: api must be an https:// URL of the PVE API (got %q)", where, b.API)
 			}
@@ -352,6 +371,9 @@ func (c *Config) Check() []error {
 	default:
 		bad("log_level %q: use debug, info, warn or error", c.LogLevel)
 	}
+	if !validAccel(c.Accel) {
+		bad("accel %q: use auto, kvm or tcg", c.Accel)
+	}
 	if c.Limits.MaxWait.Duration <= 0 || c.Limits.MaxWait.Duration > 10*time.Minute {
 		bad("limits.max_wait %s: between 1s and 10m", c.Limits.MaxWait.Duration)
 	}
@@ -360,6 +382,10 @@ func (c *Config) Check() []error {
 	}
 	return problems
 }
+
+// validAccel: the accelerators a qemu bench can ask for (the qemu
+// backend's ResolveAccel takes the same; config stays a leaf).
+func validAccel(s string) bool { return s == "auto" || s == "kvm" || s == "tcg" }
 
 // Bench answers the bench called name ("" = the default).
 func (c *Config) Bench(name string) (Bench, bool) {

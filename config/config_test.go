@@ -155,3 +155,73 @@ func TestPVEFromEnvironment(t *testing.T) {
 		t.Fatalf("PVE_API bench: %+v", c.Benches)
 	}
 }
+
+func TestAccel(t *testing.T) {
+	c, problems := load(t, "", nil)
+	if len(problems) > 0 || c.Accel != "auto" || c.Benches[0].Accel != "auto" {
+		t.Fatalf("default accel: %q, bench %q, %v", c.Accel, c.Benches[0].Accel, problems)
+	}
+	file := `
+accel = "tcg"
+[[bench]]
+name = "lab"
+type = "qemu"
+[[bench]]
+name = "fast"
+type = "qemu"
+accel = "kvm"
+[[bench]]
+name = "cluster"
+type = "pve"
+api = "https://pve.example.org:8006/api2/json"
+`
+	accels := func(c *Config) string {
+		var s []string
+		for _, b := range c.Benches {
+			s = append(s, b.Name+"="+b.Accel)
+		}
+		return c.Accel + " " + strings.Join(s, " ")
+	}
+	// Benches inherit the top-level accel unless they set their own; a pve
+	// bench has none.
+	c, problems = load(t, file, nil)
+	if got := accels(c); len(problems) > 0 || got != "tcg lab=tcg fast=kvm cluster=" {
+		t.Fatalf("accels %q, %v", got, problems)
+	}
+	// POLIGON_ACCEL overrides the top-level one, not a bench's own.
+	c, problems = load(t, file, map[string]string{"POLIGON_ACCEL": "auto"})
+	if got := accels(c); len(problems) > 0 || got != "auto lab=auto fast=kvm cluster=" || c.Source["POLIGON_ACCEL"] != "env" {
+		t.Fatalf("accels with POLIGON_ACCEL=auto: %q, source %q, %v", got, c.Source["POLIGON_ACCEL"], problems)
+	}
+
+	_, problems = load(t, `
+accel = "fast"
+[[bench]]
+name = "lab"
+type = "qemu"
+[[bench]]
+name = "own"
+type = "qemu"
+accel = "KVM"
+[[bench]]
+name = "p"
+type = "pve"
+api = "https://pve.example.org:8006/api2/json"
+accel = "kvm"
+`, nil)
+	var all []string
+	for _, p := range problems {
+		all = append(all, p.Error())
+	}
+	want := []string{
+		`bench "own": accel "KVM": use auto, kvm or tcg`,
+		`bench "p": accel is for type qemu`,
+		`accel "fast": use auto, kvm or tcg`,
+	}
+	if got := strings.Join(all, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+	if _, problems := load(t, "", map[string]string{"POLIGON_ACCEL": "on"}); len(problems) != 1 || problems[0].Error() != `accel "on": use auto, kvm or tcg` {
+		t.Errorf("POLIGON_ACCEL=on: %v", problems)
+	}
+}

@@ -6,7 +6,7 @@
 // file; a clone is a qcow2 overlay (linked) or a copy (full). Each running VM
 // is a daemonized QEMU process with QMP, qemu-ga (virtio-serial) and VNC on
 // unix sockets, found again by its pidfile when poligon restarts. KVM is used
-// when /dev/kvm is usable, TCG otherwise.
+// when a probe guest runs under it (accel.go), TCG otherwise.
 package qemu
 
 import (
@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"sync"
 	"time"
@@ -51,7 +50,11 @@ type Options struct {
 	StopGrace time.Duration
 	// OVMFCode and OVMFVars are the UEFI firmware (Debian's ovmf package).
 	OVMFCode, OVMFVars string
-	Logger             *slog.Logger
+	// Accel is auto (""), kvm or tcg: see ResolveAccel.
+	Accel  string
+	Logger *slog.Logger
+
+	probe func(qemu string) kvmProbe // tests: instead of the KVM probe
 }
 
 // Driver is the local QEMU backend. It is safe for concurrent use;
@@ -61,7 +64,7 @@ type Driver struct {
 	l     layout
 	log   *slog.Logger
 	tasks *tasklist.List
-	accel string
+	accel Accel
 
 	monitors *conns[*qmp.Client]
 	agents   *conns[*qga.Client]
@@ -71,8 +74,9 @@ type Driver struct {
 	screens map[int]*rfb.Client
 }
 
-// New opens (creating if needed) the data directory and finds the VMs that
-// are still running from an earlier process.
+// New opens (creating if needed) the data directory, finds the VMs that are
+// still running from an earlier process and settles the accelerator (which
+// may run the KVM probe: up to 3 s, once per process).
 func New(opts Options) (*Driver, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("qemu backend: no data directory configured")
@@ -99,12 +103,19 @@ func New(opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("qemu backend: %w", err)
 	}
+	accel, err := resolveAccel(opts.QEMU, opts.Accel, opts.probe)
+	if err != nil {
+		return nil, fmt.Errorf("qemu backend: %w", err)
+	}
+	if accel.Requested == AccelAuto && accel.Mode == AccelTCG {
+		opts.Logger.Info("VMs run under TCG (emulation), not KVM", "reason", accel.Reason)
+	}
 	d := &Driver{
 		opts:    opts,
 		l:       l,
 		log:     opts.Logger,
 		tasks:   tasklist.New(Node),
-		accel:   accelerator(),
+		accel:   accel,
 		locks:   map[int]*sync.Mutex{},
 		screens: map[int]*rfb.Client{},
 	}
@@ -120,7 +131,11 @@ func (d *Driver) Kind() string { return "local" }
 func (d *Driver) DataDir() string { return d.l.data }
 
 // Accel answers "kvm" or "tcg".
-func (d *Driver) Accel() string { return d.accel }
+func (d *Driver) Accel() string { return d.accel.Mode }
+
+// AccelInfo answers the accelerator decision and why, for the startup log
+// and /readyz.
+func (d *Driver) AccelInfo() Accel { return d.accel }
 
 // Check reports what keeps this driver from working: missing binaries,
 // broken template files. An empty answer means ready.
@@ -176,16 +191,6 @@ func (d *Driver) dropScreen(vmid int) {
 		c.Close()
 		delete(d.screens, vmid)
 	}
-}
-
-// accelerator answers kvm when /dev/kvm can be opened, else tcg.
-func accelerator() string {
-	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
-	if err != nil {
-		return "tcg"
-	}
-	f.Close()
-	return "kvm"
 }
 
 // TaskStatus reports on a task started by this driver.

@@ -26,8 +26,8 @@ func processTag(vmid int) string { return "process=poligon-" + strconv.Itoa(vmid
 // snapshot at start.
 func (d *Driver) qemuArgs(c vmConfig, loadvm string) []string {
 	dir := d.l.vmDir(c.VMID)
-	accel := d.accel
-	if accel == "tcg" && c.Cores > 1 {
+	accel := d.accel.Mode
+	if accel == AccelTCG && c.Cores > 1 {
 		accel = "tcg,thread=multi"
 	}
 	args := []string{
@@ -54,7 +54,7 @@ func (d *Driver) qemuArgs(c vmConfig, loadvm string) []string {
 		"-pidfile", d.l.pidfile(c.VMID),
 		"-daemonize",
 	}
-	if d.accel == "kvm" {
+	if d.accel.Mode == AccelKVM {
 		args = append(args, "-cpu", "host")
 	}
 	if c.Firmware == "uefi" {
@@ -140,7 +140,7 @@ func (d *Driver) launch(ctx context.Context, c vmConfig, loadvm string) error {
 	// A new session: the daemonized QEMU must not die with poligon's
 	// terminal or process group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	d.log.Info("starting vm", "vmid", c.VMID, "accel", d.accel)
+	d.log.Info("starting vm", "vmid", c.VMID, "accel", d.accel.Mode)
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/poligon/poligon/backends/qemu"
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/engine"
 )
@@ -47,6 +48,7 @@ func configCmd(args []string, stdout, stderr io.Writer) error {
 	if err := toml.NewEncoder(stdout).Encode(cfg); err != nil {
 		return err
 	}
+	problems = append(problems, printAccels(stdout, cfg)...)
 	if len(problems) == 0 {
 		fmt.Fprintln(stdout, "# ok: no problems")
 		return nil
@@ -55,6 +57,29 @@ func configCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "error: %v\n", p)
 	}
 	return exitError(2)
+}
+
+// printAccels prints the accelerator each qemu bench gets, running the KVM
+// probe as the server would at start (once: the benches share the binary),
+// so a /dev/kvm that opens but cannot run a guest shows up here. A kvm
+// that cannot be had is a problem.
+func printAccels(w io.Writer, cfg *config.Config) []error {
+	var problems []error
+	for _, b := range cfg.Benches {
+		switch {
+		case b.Type != "qemu":
+			continue
+		case b.Accel != qemu.AccelAuto && b.Accel != qemu.AccelKVM && b.Accel != qemu.AccelTCG:
+			continue // config.Check reported it
+		}
+		a, err := qemu.ResolveAccel("", b.Accel)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("bench %q: %w", b.Name, err))
+			continue
+		}
+		fmt.Fprintf(w, "# bench %q: accel %s\n", b.Name, a)
+	}
+	return problems
 }
 
 // image builds a template: poligon image tiny|tiny-x [DATA_DIR].
