@@ -6,69 +6,69 @@ import (
 	"time"
 )
 
-func TestSessionsOfIdleTokensAreForgotten(t *testing.T) {
-	ep := &endpointState{nodes: map[int]string{}, recent: map[string]recentVM{}, sessions: map[string]*session{}}
-	old := ep.session("typo-token")
-	withConsole := ep.session("console-token")
+func TestIdleTokensAreForgotten(t *testing.T) {
+	cl := NewCluster()
+	old := cl.token("typo-token")
+	withConsole := cl.token("console-token")
 	withConsole.consoles[100] = &console{}
-	fresh := ep.session("fresh-token")
-	long := time.Now().Add(-2 * sessionIdle)
+	fresh := cl.token("fresh-token")
+	long := time.Now().Add(-2 * tokenIdle)
 	old.lastUse, withConsole.lastUse = long, long
 
-	ep.session("new-token") // a new token sweeps the idle ones
-	if _, ok := ep.sessions["typo-token"]; ok {
+	cl.token("new-token") // a new token sweeps the idle ones
+	if _, ok := cl.tokens["typo-token"]; ok {
 		t.Error("an idle token without consoles was kept")
 	}
-	if ep.sessions["console-token"] != withConsole || ep.sessions["fresh-token"] != fresh {
+	if cl.tokens["console-token"] != withConsole || cl.tokens["fresh-token"] != fresh {
 		t.Error("a token with a console, or a recent one, was forgotten")
 	}
-	if ep.session("fresh-token") != fresh {
-		t.Error("a known token got a new session")
+	if cl.token("fresh-token") != fresh {
+		t.Error("a known token got a new state")
 	}
 }
 
-// A flood of distinct (bogus) tokens must not hold memory for sessionIdle:
-// above maxSessions a new token also evicts those idle for crowdedIdle.
-func TestSessionFloodIsCapped(t *testing.T) {
-	ep := &endpointState{nodes: map[int]string{}, recent: map[string]recentVM{}, sessions: map[string]*session{}}
+// A flood of distinct (bogus) tokens must not hold memory for tokenIdle:
+// above maxTokens a new token also evicts those idle for crowdedIdle.
+func TestTokenFloodIsCapped(t *testing.T) {
+	cl := NewCluster()
 	longAgo := time.Now().Add(-2 * crowdedIdle)
-	for i := range maxSessions {
-		ep.session(fmt.Sprintf("bogus-%d", i)).lastUse = longAgo
+	for i := range maxTokens {
+		cl.token(fmt.Sprintf("bogus-%d", i)).lastUse = longAgo
 	}
-	withConsole := ep.session("bogus-0")
+	withConsole := cl.token("bogus-0")
 	withConsole.lastUse = longAgo
 	withConsole.consoles[100] = &console{}
-	busy := ep.session("bogus-1")
+	busy := cl.token("bogus-1")
 	busy.lastUse = longAgo
 	busy.mu.Lock() // in use by another goroutine: pruning must skip, not wait
-	recent := ep.session("bogus-2")
+	recent := cl.token("bogus-2")
 	recent.lastUse = time.Now().Add(-crowdedIdle / 2)
 
-	ep.session("one-more")
+	cl.token("one-more")
 	busy.mu.Unlock()
-	if n := len(ep.sessions); n != 4 {
-		t.Errorf("%d sessions after a flood, want 4 (the console, the busy, the recent one and the new one)", n)
+	if n := len(cl.tokens); n != 4 {
+		t.Errorf("%d token states after a flood, want 4 (the console, the busy, the recent one and the new one)", n)
 	}
-	for key, s := range map[string]*session{"bogus-0": withConsole, "bogus-1": busy, "bogus-2": recent} {
-		if ep.sessions[key] != s {
-			t.Errorf("session %s was evicted", key)
+	for key, s := range map[string]*tokenState{"bogus-0": withConsole, "bogus-1": busy, "bogus-2": recent} {
+		if cl.tokens[key] != s {
+			t.Errorf("token %s was evicted", key)
 		}
 	}
-	if _, ok := ep.sessions["one-more"]; !ok {
-		t.Error("the new session is missing")
+	if _, ok := cl.tokens["one-more"]; !ok {
+		t.Error("the new token state is missing")
 	}
 }
 
-// Below the cap, only sessionIdle forgets a token: a burst of clients that
-// stays under maxSessions keeps its caches.
-func TestSessionsUnderTheCapKeepTheirCaches(t *testing.T) {
-	ep := &endpointState{nodes: map[int]string{}, recent: map[string]recentVM{}, sessions: map[string]*session{}}
+// Below the cap, only tokenIdle forgets a token: a burst of clients that
+// stays under maxTokens keeps its caches.
+func TestTokensUnderTheCapKeepTheirCaches(t *testing.T) {
+	cl := NewCluster()
 	longAgo := time.Now().Add(-2 * crowdedIdle)
-	for i := range maxSessions - 1 {
-		ep.session(fmt.Sprintf("client-%d", i)).lastUse = longAgo
+	for i := range maxTokens - 1 {
+		cl.token(fmt.Sprintf("client-%d", i)).lastUse = longAgo
 	}
-	ep.session("one-more")
-	if n := len(ep.sessions); n != maxSessions {
-		t.Errorf("%d sessions, want %d: sessions idle for less than %v were evicted under the cap", n, maxSessions, sessionIdle)
+	cl.token("one-more")
+	if n := len(cl.tokens); n != maxTokens {
+		t.Errorf("%d token states, want %d: tokens idle for less than %v were evicted under the cap", n, maxTokens, tokenIdle)
 	}
 }

@@ -33,15 +33,24 @@ type console struct {
 	idle   *time.Timer
 }
 
-// Console answers the VM's screen: one RFB client per VM per endpoint and
-// token, kept open across calls and reconnecting by itself (every dial is
-// a fresh vncproxy + websocket). It is closed after 15 idle minutes
-// (without a Console call), when the VM is destroyed, or by Close.
+// Console answers the VM's screen: one RFB client per VM and token, kept
+// open across calls and reconnecting by itself (every dial is a fresh
+// vncproxy + websocket). It is closed after 15 idle minutes (without a
+// Console call), when the VM is destroyed, by CloseConsoles, and by itself
+// when a redial finds the VM stopped (the next Console call opens a new
+// one).
 func (b *Backend) Console(ctx context.Context, vmid int) (backends.Screen, error) {
-	s := b.sess
+	s := b.tok
 	for {
 		s.mu.Lock()
 		if c := s.consoles[vmid]; c != nil {
+			select {
+			case <-c.client.Done(): // its VM stopped: drop it, open another
+				s.mu.Unlock()
+				s.dropConsole(vmid, c)
+				continue
+			default:
+			}
 			c.idle.Reset(consoleIdle)
 			s.mu.Unlock()
 			return c.client, nil
@@ -76,6 +85,7 @@ func (b *Backend) Console(ctx context.Context, vmid int) (backends.Screen, error
 			c := &console{client: client}
 			c.idle = time.AfterFunc(consoleIdle, func() { s.dropConsole(vmid, c) })
 			s.consoles[vmid] = c
+			go func() { <-client.Done(); s.dropConsole(vmid, c) }()
 		}
 		s.mu.Unlock()
 		if err != nil {
@@ -87,7 +97,7 @@ func (b *Backend) Console(ctx context.Context, vmid int) (backends.Screen, error
 }
 
 // dropConsole closes c if it is still vmid's console.
-func (s *session) dropConsole(vmid int, c *console) {
+func (s *tokenState) dropConsole(vmid int, c *console) {
 	s.mu.Lock()
 	if s.consoles[vmid] != c {
 		s.mu.Unlock()
@@ -101,7 +111,7 @@ func (s *session) dropConsole(vmid int, c *console) {
 
 // closeConsoles closes the consoles of a VM that every token opened.
 func (b *Backend) closeConsoles(vmid int) {
-	for _, s := range b.ep.allSessions() {
+	for _, s := range b.cl.allTokens() {
 		s.mu.Lock()
 		c := s.consoles[vmid]
 		s.mu.Unlock()
@@ -111,11 +121,11 @@ func (b *Backend) closeConsoles(vmid int) {
 	}
 }
 
-// CloseConsoles closes the consoles this token opened on this endpoint (the
-// ones every Backend of the same endpoint and token shares): for shutdown
-// and tests, not for the end of a request.
+// CloseConsoles closes the consoles this token opened (the ones every
+// Backend of the same token shares): for shutdown and tests, not for the
+// end of a request.
 func (b *Backend) CloseConsoles() {
-	s := b.sess
+	s := b.tok
 	s.mu.Lock()
 	open := make(map[int]*console, len(s.consoles))
 	for id, c := range s.consoles {

@@ -3,12 +3,16 @@ package pve
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/pve/pvetest"
+	"github.com/poligon/poligon/backends/rfb"
+	"github.com/poligon/poligon/internal/testvm"
 )
 
 // consoleVM is a running VM whose console is the real QEMU's VNC server
@@ -108,6 +112,51 @@ func TestConsoleOfAStoppedVMFails(t *testing.T) {
 	if !errors.Is(err, backends.ErrNotRunning) {
 		t.Fatalf("Console of a stopped VM = %v; want ErrNotRunning", err)
 	}
+}
+
+// A VM that stops takes its console with it: the client's redial finds
+// the VM stopped and closes the console, without a warning (issue 9 saw
+// "reconnecting failed" every few seconds), and the next Console call after
+// a start opens a new one.
+func TestTheConsoleOfAVMThatStopsClosesQuietly(t *testing.T) {
+	c := newCluster(t, pvetest.Options{Console: true})
+	var logs testvm.SyncBuffer
+	b := c.backend(t, c.alice, func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	vmid := cloneVM(t, b, "alice-repro-off")
+	startVM(t, b, vmid)
+	ctx := testContext(t, 40*time.Second)
+	screen, err := b.Console(ctx, vmid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame(t, ctx, screen)
+	task, err := b.Stop(ctx, vmid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, b, task)
+	select {
+	case <-screen.(*rfb.Client).Done():
+	case <-ctx.Done():
+		t.Fatal("the console of the stopped VM is still open")
+	}
+	if _, _, err := screen.Frame(ctx); !errors.Is(err, backends.ErrNotRunning) {
+		t.Errorf("Frame of the closed console = %v; want ErrNotRunning", err)
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("the stop was logged as a warning:\n%s", logs.String())
+	}
+	if open := c.srv.OpenConsolesAfter(10 * time.Second); open != 0 {
+		t.Errorf("%d console websockets still open", open)
+	}
+	startVM(t, b, vmid)
+	again, err := b.Console(ctx, vmid)
+	if err != nil || again == screen {
+		t.Fatalf("Console after the restart = %v, %v; want a new console", again, err)
+	}
+	frame(t, ctx, again)
 }
 
 func TestDestroyClosesTheConsole(t *testing.T) {

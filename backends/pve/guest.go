@@ -15,13 +15,8 @@ import (
 	"github.com/poligon/poligon/backends"
 )
 
-// Limits of PVE's agent endpoints and our retries.
+// Limits of PVE's agent endpoints.
 const (
-	// agentRetryWindow bounds the retries of an agent call whose context
-	// has no deadline.
-	agentRetryWindow = 30 * time.Second
-	agentRetryFirst  = 250 * time.Millisecond
-	agentRetryMax    = 2 * time.Second
 	// maxInputData is PVE's limit on exec input-data (characters; we send
 	// one character per byte).
 	maxInputData = 64 << 10
@@ -36,64 +31,22 @@ const (
 
 func agentPath(node string, vmid int, sub string) string { return vmPath(node, vmid) + "/agent/" + sub }
 
-// agentRetryable says whether an agent error may go away by itself: the
-// agent not (yet) running in a running VM, or an agent busy with IO that
-// answered "got timeout". A stopped VM or an agent not configured will not
-// change by waiting.
-func agentRetryable(err error) bool {
-	var ae *APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	if strings.Contains(ae.Message, "got timeout") {
-		return true
-	}
-	return strings.Contains(ae.Message, "guest agent is not running")
-}
-
-// agentCall runs one agent request, retrying while the agent is not
-// running or busy until ctx's deadline (agentRetryWindow without one);
-// then it fails with an error wrapping backends.ErrAgentNotRunning. A
-// stopped VM fails at once, wrapping both ErrNotRunning and
+// agentCall makes one agent request: retrying is the caller's decision
+// (hostapi's), since a command sent may have run. An agent that is not
+// running, or busy ("got timeout"), is an error wrapping
+// backends.ErrAgentNotRunning; a stopped VM's wraps both ErrNotRunning and
 // ErrAgentNotRunning.
-//
-// Retrying a POST agent/exec that answered "got timeout" can run the
-// command twice if the agent had queued it; PVE gives no way to tell.
-func (b *Backend) agentCall(ctx context.Context, vmid int, what string, fn func(node string) error) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, agentRetryWindow)
-		defer cancel()
+func (b *Backend) agentCall(ctx context.Context, vmid int, fn func(node string) error) error {
+	err := b.withVM(ctx, vmid, fn)
+	if errors.Is(err, backends.ErrNotRunning) && !errors.Is(err, backends.ErrAgentNotRunning) {
+		return fmt.Errorf("%w (%w)", err, backends.ErrAgentNotRunning)
 	}
-	delay := agentRetryFirst
-	var last error
-	for {
-		err := b.withVM(ctx, vmid, fn)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, backends.ErrNotRunning):
-			return fmt.Errorf("%w (%w)", err, backends.ErrAgentNotRunning)
-		case ctx.Err() != nil && last != nil:
-			// the deadline cut a retry short: report what the agent said
-		case !agentRetryable(err):
-			return err
-		default:
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("pve: vmid %d: %s: no answer from the guest agent before the deadline: %w (last: %w)",
-				vmid, what, backends.ErrAgentNotRunning, last)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, agentRetryMax)
-	}
+	return err
 }
 
 // GuestPing answers nil once the agent answers agent/ping.
 func (b *Backend) GuestPing(ctx context.Context, vmid int) error {
-	return b.agentCall(ctx, vmid, "ping the agent", func(node string) error {
+	return b.agentCall(ctx, vmid, func(node string) error {
 		return b.post(ctx, fmt.Sprintf("ping the agent of vmid %d", vmid), agentPath(node, vmid, "ping"), nil, nil)
 	})
 }
@@ -125,7 +78,7 @@ func (b *Backend) ExecStart(ctx context.Context, vmid int, req backends.ExecRequ
 	var ans struct {
 		PID flexInt `json:"pid"`
 	}
-	err = b.agentCall(ctx, vmid, "exec", func(node string) error {
+	err = b.agentCall(ctx, vmid, func(node string) error {
 		return b.post(ctx, fmt.Sprintf("exec %s in vmid %d", req.Path, vmid), agentPath(node, vmid, "exec"), body, &ans)
 	})
 	if err != nil {
@@ -178,7 +131,7 @@ func (b *Backend) ExecStatus(ctx context.Context, vmid int, pid int) (backends.E
 		OutTruncated flexBool `json:"out-truncated"`
 		ErrTruncated flexBool `json:"err-truncated"`
 	}
-	err := b.agentCall(ctx, vmid, "exec-status", func(node string) error {
+	err := b.agentCall(ctx, vmid, func(node string) error {
 		return b.get(ctx, fmt.Sprintf("read exec status %d in vmid %d", pid, vmid), agentPath(node, vmid, "exec-status"),
 			url.Values{"pid": {strconv.Itoa(pid)}}, &ans)
 	})
@@ -211,8 +164,9 @@ func (b *Backend) ReadFile(ctx context.Context, vmid int, path string, offset, m
 	}
 	if offset >= size {
 		if truncated {
-			return nil, size, fmt.Errorf("pve: read %s at offset %d: PVE's agent/file-read returns only the first %d bytes of a file; "+
-				"hint: read further with exec, e.g. tail -c +%d FILE | head -c %d", path, offset, maxFileRead, offset+1, max)
+			return nil, size, backends.WithHint(
+				fmt.Errorf("pve: read %s at offset %d: PVE's agent/file-read returns only the first %d bytes of a file", path, offset, maxFileRead),
+				fmt.Sprintf("read further with exec, e.g. tail -c +%d FILE | head -c %d", offset+1, max))
 		}
 		return nil, size, nil
 	}
@@ -239,7 +193,7 @@ func (b *Backend) readWhole(ctx context.Context, vmid int, path string) ([]byte,
 		Content   string   `json:"content"`
 		Truncated flexBool `json:"truncated"`
 	}
-	err := b.agentCall(ctx, vmid, "file-read", func(node string) error {
+	err := b.agentCall(ctx, vmid, func(node string) error {
 		return b.get(ctx, fmt.Sprintf("read %s in vmid %d", path, vmid), agentPath(node, vmid, "file-read"),
 			url.Values{"file": {path}}, &ans)
 	})
@@ -259,7 +213,7 @@ func (b *Backend) WriteFile(ctx context.Context, vmid int, path string, data []b
 	}
 	if isASCII(path) && len(data) <= maxFileWriteRaw {
 		body := map[string]any{"file": path, "content": base64.StdEncoding.EncodeToString(data), "encode": 0}
-		return b.agentCall(ctx, vmid, "file-write", func(node string) error {
+		return b.agentCall(ctx, vmid, func(node string) error {
 			return b.post(ctx, fmt.Sprintf("write %s in vmid %d", path, vmid), agentPath(node, vmid, "file-write"), body, nil)
 		})
 	}
@@ -282,8 +236,16 @@ func (b *Backend) WriteFile(ctx context.Context, vmid int, path string, data []b
 	return nil
 }
 
-// run execs a program and waits for it to exit, within ctx.
+// run execs a program once and waits for it to exit, within ctx
+// (internalWait without a deadline). Waiting is polling exec-status, which
+// goes on through an agent that is busy or briefly gone; the program
+// itself is never sent twice.
 func (b *Backend) run(ctx context.Context, vmid int, req backends.ExecRequest) (backends.ExecStatus, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, internalWait)
+		defer cancel()
+	}
 	pid, err := b.ExecStart(ctx, vmid, req)
 	if err != nil {
 		return backends.ExecStatus{}, err
@@ -291,11 +253,17 @@ func (b *Backend) run(ctx context.Context, vmid int, req backends.ExecRequest) (
 	delay := 20 * time.Millisecond
 	for {
 		st, err := b.ExecStatus(ctx, vmid, pid)
-		if err != nil || st.Exited {
+		switch {
+		case err == nil && st.Exited:
+			return st, nil
+		case err != nil && (!errors.Is(err, backends.ErrAgentNotRunning) || errors.Is(err, backends.ErrNotRunning)):
 			return st, err
 		}
 		select {
 		case <-ctx.Done():
+			if err != nil {
+				return st, fmt.Errorf("pid %d: no exit status before the deadline (%w): %w", pid, ctx.Err(), err)
+			}
 			return st, fmt.Errorf("pid %d still running: %w", pid, ctx.Err())
 		case <-time.After(delay):
 		}
@@ -316,7 +284,7 @@ func (b *Backend) Interfaces(ctx context.Context, vmid int) ([]backends.Interfac
 			} `json:"ip-addresses"`
 		} `json:"result"`
 	}
-	err := b.agentCall(ctx, vmid, "network-get-interfaces", func(node string) error {
+	err := b.agentCall(ctx, vmid, func(node string) error {
 		return b.get(ctx, fmt.Sprintf("list the interfaces of vmid %d", vmid), agentPath(node, vmid, "network-get-interfaces"), nil, &ans)
 	})
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +83,57 @@ func TestExecNonASCIIAndBinary(t *testing.T) {
 	}
 }
 
+// hostapi runs every command as /bin/sh -c "umask 022<newline>COMMAND" and
+// leaves carrying its bytes to the backend: non-ASCII in such a script must
+// reach the guest's shell intact (through PVE's mangling), with the umask.
+func TestShellScriptWithNonASCIIReachesTheGuest(t *testing.T) {
+	_, b, vmid := agentVM(t, pvetest.Options{})
+	script := "umask 022\nprintf 'привет' | wc -c; printf 'ünïcödé\\n'; umask; printf '%s' \"it's\""
+	st := runIn(t, b, vmid, backends.ExecRequest{Path: "/bin/sh", Args: []string{"-c", script}})
+	if got := strings.Join(strings.Fields(string(st.Stdout)), " "); got != "12 ünïcödé 0022 it's" || st.ExitCode != 0 {
+		t.Fatalf("the script answered %q (exit %d, stderr %q)", st.Stdout, st.ExitCode, st.Stderr)
+	}
+}
+
+// agentCommand's encoding on its own: the command it makes is ASCII, and
+// this host's /bin/sh runs it as the original would run.
+func TestAgentCommandCarriesNonASCIIAsASCII(t *testing.T) {
+	cases := []backends.ExecRequest{
+		{Path: "/bin/sh", Args: []string{"-c", "umask 022\nprintf '%s|' \"$0\" 'ß' \"$1\"; umask", "né", "✓ x"}},
+		{Path: "/bin/sh", Args: []string{"-c", "printf 'ascii only'"}},
+		{Path: "/bin/sh", Args: []string{"-c", `printf '%s' "$V"`}, Env: []string{"V=ü'\"$x"}},
+	}
+	for _, req := range cases {
+		args, err := agentCommand(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range args {
+			if !isASCII(a) {
+				t.Errorf("agentCommand(%q) = %q: not ASCII", req.Args, args)
+			}
+		}
+		want := runHere(t, backends.ExecRequest{Path: req.Path, Args: req.Args, Env: req.Env})
+		if got := runHere(t, backends.ExecRequest{Path: args[0], Args: args[1:]}); got != want {
+			t.Errorf("agentCommand(%q) runs as %q; the original as %q", req.Args, got, want)
+		}
+	}
+	if _, err := agentCommand(backends.ExecRequest{Path: "true", Env: []string{"1BAD=x"}}); err == nil {
+		t.Error("agentCommand took a malformed environment name")
+	}
+}
+
+func runHere(t *testing.T, req backends.ExecRequest) string {
+	t.Helper()
+	cmd := exec.Command(req.Path, req.Args...)
+	cmd.Env = append(os.Environ(), req.Env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%q: %v: %s", req.Args, err, out)
+	}
+	return string(out)
+}
+
 func TestFileWriteReadRoundTrip(t *testing.T) {
 	_, b, vmid := agentVM(t, pvetest.Options{})
 	ctx := testContext(t, 60*time.Second)
@@ -126,31 +179,62 @@ func bytesUpTo(n int) []byte {
 	return b
 }
 
-func TestAgentNotRunningIsRetriedUntilTheDeadline(t *testing.T) {
+// Every agent call is one request: an agent down, still booting or busy
+// is an error wrapping ErrAgentNotRunning at once (hostapi decides whether
+// to wait), and a command is never sent twice.
+func TestAgentCallsAreSentOnce(t *testing.T) {
 	c, b, vmid := agentVM(t, pvetest.Options{})
+	ctx := testContext(t, 20*time.Second)
+	agent := "/nodes/pve1/qemu/" + strconv.Itoa(vmid) + "/agent/"
 	c.srv.SetAgentDown(vmid, true)
-	before := c.srv.Hits("POST", "/nodes/pve1/qemu")
-	err := b.GuestPing(testContext(t, 1500*time.Millisecond), vmid)
-	if !errors.Is(err, backends.ErrAgentNotRunning) || !strings.Contains(err.Error(), "QEMU guest agent is not running") {
+	before := c.srv.Hits("POST", agent+"ping")
+	err := b.GuestPing(ctx, vmid)
+	if !errors.Is(err, backends.ErrAgentNotRunning) || errors.Is(err, backends.ErrNotRunning) ||
+		!strings.Contains(err.Error(), "QEMU guest agent is not running") {
 		t.Fatalf("GuestPing with the agent down = %v; want ErrAgentNotRunning with PVE's reason", err)
 	}
-	if n := c.srv.Hits("POST", "/nodes/pve1/qemu") - before; n < 2 {
-		t.Errorf("the ping was tried %d times; want retries", n)
+	if n := c.srv.Hits("POST", agent+"ping") - before; n != 1 {
+		t.Errorf("the ping was sent %d times; want once", n)
+	}
+	c.srv.SetAgentDown(vmid, false)
+
+	c.srv.AgentBusy(1) // "got timeout": the agent may have queued the command
+	before = c.srv.Hits("POST", agent+"exec")
+	_, err = b.ExecStart(ctx, vmid, sh(`exit 0`))
+	if !errors.Is(err, backends.ErrAgentNotRunning) || !strings.Contains(err.Error(), "got timeout") {
+		t.Fatalf("ExecStart through a busy agent = %v; want ErrAgentNotRunning with PVE's reason", err)
+	}
+	if n := c.srv.Hits("POST", agent+"exec") - before; n != 1 {
+		t.Errorf("the exec was sent %d times; want once", n)
+	}
+	c.srv.AgentBusy(1)
+	if err := b.WriteFile(ctx, vmid, filepath.Join(t.TempDir(), "f"), []byte("x")); !errors.Is(err, backends.ErrAgentNotRunning) {
+		t.Errorf("WriteFile through a busy agent = %v; want ErrAgentNotRunning", err)
 	}
 
-	c.srv.SetAgentDown(vmid, false)
-	c.srv.AgentBusy(2) // "got timeout" twice, then answers
-	pid, err := b.ExecStart(testContext(t, 20*time.Second), vmid, sh(`exit 0`))
-	if err != nil || pid <= 0 {
-		t.Fatalf("ExecStart through a busy agent = %d, %v", pid, err)
+	// Waiting for a command polls its status through a busy agent, and
+	// sends the command itself once.
+	c.srv.InjectFault(pvetest.Fault{Path: agent + "exec-status", Status: 500, Times: 3,
+		Message: "VM " + strconv.Itoa(vmid) + " qmp command 'guest-exec-status' failed - got timeout"})
+	before = c.srv.Hits("POST", agent+"exec")
+	polls := c.srv.Hits("GET", agent+"exec-status")
+	st := runIn(t, b, vmid, sh(`echo once`))
+	if string(st.Stdout) != "once\n" {
+		t.Errorf("run through a busy exec-status = %+v", st)
+	}
+	if n := c.srv.Hits("POST", agent+"exec") - before; n != 1 {
+		t.Errorf("run sent the command %d times; want once", n)
+	}
+	if n := c.srv.Hits("GET", agent+"exec-status") - polls; n < 4 {
+		t.Errorf("run asked exec-status %d times; want the 3 busy answers and the exit", n)
 	}
 }
 
-func TestAgentAnswersOnceBooted(t *testing.T) {
-	_, b, vmid := agentVM(t, pvetest.Options{AgentBootDelay: 800 * time.Millisecond})
-	// The agent boots a while after the start task ended: GuestPing waits.
-	if err := b.GuestPing(testContext(t, 20*time.Second), vmid); err != nil {
-		t.Fatalf("GuestPing while the guest boots: %v", err)
+func TestAgentOfABootingGuest(t *testing.T) {
+	_, b, vmid := agentVM(t, pvetest.Options{AgentBootDelay: time.Hour})
+	err := b.GuestPing(testContext(t, 20*time.Second), vmid)
+	if !errors.Is(err, backends.ErrAgentNotRunning) || errors.Is(err, backends.ErrNotRunning) {
+		t.Fatalf("GuestPing while the guest boots = %v; want ErrAgentNotRunning only (waiting may help)", err)
 	}
 }
 

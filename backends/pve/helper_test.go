@@ -19,7 +19,8 @@ const (
 // everybody may clone, and alice's token holding PVEVMAdmin on her pool.
 type cluster struct {
 	srv   *pvetest.Server
-	alice string // alice's whole token
+	pc    *Cluster // the bench's shared state, as one poligon process has it
+	alice string   // alice's whole token
 }
 
 func newCluster(t testing.TB, opts pvetest.Options) *cluster {
@@ -32,14 +33,16 @@ func newCluster(t testing.TB, opts pvetest.Options) *cluster {
 		pvetest.Grant{Path: "/pool/alice", Privs: append(append(pvetest.VMAdmin, pvetest.PoolAudit...), pvetest.DatastoreUser...)},
 		pvetest.Grant{Path: "/vms/9000", Privs: pvetest.TemplateUser},
 		pvetest.Grant{Path: "/storage", Privs: pvetest.DatastoreUser},
+		pvetest.Grant{Path: "/sdn/zones/localnetwork", Privs: pvetest.SDNUser},
 	)
-	return &cluster{srv: srv, alice: alice}
+	return &cluster{srv: srv, pc: NewCluster(), alice: alice}
 }
 
-// backend makes a Backend for token on the cluster, trusting its CA.
+// backend makes a Backend for token on the cluster, trusting its CA, with
+// the cluster's shared state (as hostapi makes one per request).
 func (c *cluster) backend(t testing.TB, token string, edit ...func(*Config)) *Backend {
 	t.Helper()
-	cfg := Config{URL: c.srv.URL, Token: token, CAFile: c.srv.CAFile, Storage: "local-lvm"}
+	cfg := Config{URL: c.srv.URL, Token: token, CAFile: c.srv.CAFile, Storage: "local-lvm", Cluster: c.pc}
 	for _, e := range edit {
 		e(&cfg)
 	}

@@ -70,16 +70,16 @@ func TestIdentityIsCachedPerEndpointAndToken(t *testing.T) {
 		t.Errorf("the cached Identity asked PVE again (%d -> %d permission reads)", asked, n)
 	}
 
-	// The same token id with a wrong secret is another session: PVE refuses it.
+	// The same token id with a wrong secret is another token: PVE refuses it.
 	wrong := aliceTokenID + "=00000000-0000-0000-0000-000000000000"
 	_, _, err = c.backend(t, wrong).Identity(ctx)
 	if !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("Identity with a wrong secret = %v; want ErrUnauthenticated", err)
 	}
 
-	// An alias of the same cluster (another URL form) with a backend id
-	// shares nothing with the plain endpoint: it asks again.
-	_, pools, err = c.backend(t, c.alice, func(cfg *Config) { cfg.BackendID = "alias-" + t.Name() }).Identity(ctx)
+	// Another bench (its own Cluster) of the same PVE shares nothing with
+	// this one: it asks again.
+	_, pools, err = c.backend(t, c.alice, func(cfg *Config) { cfg.BackendID = "alias-" + t.Name(); cfg.Cluster = NewCluster() }).Identity(ctx)
 	if !errors.Is(err, ErrNoPool) || pools != nil {
 		t.Errorf("Identity through another endpoint key after the revoke = %v, %v; want ErrNoPool", pools, err)
 	}
@@ -89,9 +89,11 @@ func TestAliasesWithOneBackendIDShareCaches(t *testing.T) {
 	c := newCluster(t, pvetest.Options{})
 	ctx := testContext(t, 10*time.Second)
 	id := "lab-" + strings.ToLower(t.Name())
-	byIP := c.backend(t, c.alice, func(cfg *Config) { cfg.BackendID = id })
+	shared := NewCluster() // two aliases of one cluster given one Cluster
+	byIP := c.backend(t, c.alice, func(cfg *Config) { cfg.BackendID = id; cfg.Cluster = shared })
 	byName := c.backend(t, c.alice, func(cfg *Config) {
 		cfg.BackendID = id
+		cfg.Cluster = shared
 		cfg.URL = strings.Replace(c.srv.URL, "127.0.0.1", "localhost", 1)
 	})
 	if byIP.LockKey() != byName.LockKey() || byIP.LockKey() != "pve:"+id {

@@ -34,18 +34,14 @@ type resourceRow struct {
 	Lock     string   `json:"lock"`
 }
 
-// rows answers the qemu rows of /cluster/resources, cached 10 s per
-// endpoint and token and re-read after any mutation (or when fresh).
+// rows answers the qemu rows of /cluster/resources, cached 10 s per token
+// and re-read after any mutation (or when fresh).
 func (b *Backend) rows(ctx context.Context, fresh bool) ([]resourceRow, error) {
-	s := b.sess
-	gen := b.ep.generation()
-	s.mu.Lock()
-	if !fresh && s.rows != nil && s.rowsGen == gen && time.Since(s.rowsAt) < vmListTTL {
-		rows := s.rows
-		s.mu.Unlock()
+	if rows, ok := b.cachedRows(); ok && !fresh {
 		return rows, nil
 	}
-	s.mu.Unlock()
+	s := b.tok
+	gen := b.cl.generation()
 	var all []resourceRow
 	if err := b.get(ctx, "list VMs", "/cluster/resources", url.Values{"type": {"vm"}}, &all); err != nil {
 		return nil, err
@@ -57,7 +53,7 @@ func (b *Backend) rows(ctx context.Context, fresh bool) ([]resourceRow, error) {
 		}
 		rows = append(rows, r)
 		if r.Node != "" {
-			b.ep.learnNode(int(r.VMID), r.Node)
+			b.cl.learnNode(int(r.VMID), r.Node)
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].VMID < rows[j].VMID })
@@ -65,6 +61,18 @@ func (b *Backend) rows(ctx context.Context, fresh bool) ([]resourceRow, error) {
 	s.rows, s.rowsGen, s.rowsAt = rows, gen, time.Now()
 	s.mu.Unlock()
 	return rows, nil
+}
+
+// cachedRows answers the cached rows while they are fresh.
+func (b *Backend) cachedRows() ([]resourceRow, bool) {
+	s := b.tok
+	gen := b.cl.generation()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rows != nil && s.rowsGen == gen && time.Since(s.rowsAt) < vmListTTL {
+		return s.rows, true
+	}
+	return nil, false
 }
 
 // Templates lists the clonable templates; names containing
@@ -83,12 +91,19 @@ func (b *Backend) Templates(ctx context.Context) ([]backends.Template, error) {
 	return out, nil
 }
 
-// VMs lists the VMs (templates excluded) from /cluster/resources: it may
-// lag a mutation by up to a minute on PVE's side, plus our 10 s cache.
+// VMs lists the VMs (templates excluded) from /cluster/resources, which
+// may lag a mutation by up to a minute on PVE's side, plus our 10 s cache:
+// the cache is skipped while a VM this token created is missing from it,
+// so a new VM is listed as soon as PVE lists it. Each VM's Pool comes from
+// its row (shown only with Pool.Audit), else from what this token created,
+// else from the members of the token's pools (see poolOf).
 func (b *Backend) VMs(ctx context.Context) ([]backends.VM, error) {
-	rows, err := b.rows(ctx, false)
-	if err != nil {
-		return nil, err
+	rows, cached := b.cachedRows()
+	if !cached || b.lacksCreated(ctx, rows) {
+		var err error
+		if rows, err = b.rows(ctx, true); err != nil {
+			return nil, err
+		}
 	}
 	var out []backends.VM
 	for _, r := range rows {
@@ -101,7 +116,35 @@ func (b *Backend) VMs(ctx context.Context) ([]backends.VM, error) {
 		}
 		out = append(out, backends.VM{VMID: int(r.VMID), Name: r.Name, Node: r.Node, Status: status, Pool: r.Pool})
 	}
+	for i := range out {
+		if out[i].Pool == "" {
+			out[i].Pool = b.poolOf(ctx, out[i].VMID, out[i].Name, true)
+		}
+	}
 	return out, nil
+}
+
+// lacksCreated says whether rows lack a VM this token created: a record
+// whose task ended well, or which is too old to still be cloning unseen,
+// is settled first by asking its task once.
+func (b *Backend) lacksCreated(ctx context.Context, rows []resourceRow) bool {
+	listed := make(map[int]bool, len(rows))
+	for _, r := range rows {
+		listed[int(r.VMID)] = true
+	}
+	lacks := false
+	for _, id := range b.tok.createdIDs() {
+		if listed[id] {
+			continue
+		}
+		if c, ok := b.tok.createdRecord(id); ok && c.ended.IsZero() && time.Since(c.at) > createdTTL {
+			_, _ = b.TaskStatus(ctx, c.upid) // a failed task drops the record
+		}
+		if _, ok := b.tok.createdRecord(id); ok {
+			lacks = true
+		}
+	}
+	return lacks
 }
 
 // vmStatus is GET .../status/current.
@@ -151,8 +194,16 @@ func (b *Backend) config(ctx context.Context, node string, vmid int) (vmConfig, 
 }
 
 // VM reads one VM afresh from its own config and status (the resource
-// list lags); Pool comes from the resource row or pool membership.
+// list lags). A VM this token is still creating answers from what the
+// token asked for (PVE shows it to nobody but root until its task has
+// added it to its pool). Pool comes from poolOf.
 func (b *Backend) VM(ctx context.Context, vmid int) (backends.VM, error) {
+	if c, ok := b.tok.createdRecord(vmid); ok && c.ended.IsZero() {
+		st, err := b.TaskStatus(ctx, c.upid)
+		if err == nil && st.Running {
+			return c.vm(), nil
+		}
+	}
 	var out backends.VM
 	err := b.withVM(ctx, vmid, func(node string) error {
 		cfg, err := b.config(ctx, node, vmid)
@@ -170,39 +221,101 @@ func (b *Backend) VM(ctx context.Context, vmid int) (backends.VM, error) {
 	if err != nil {
 		return backends.VM{}, err
 	}
-	out.Pool = b.poolOf(ctx, vmid)
+	if out.Template {
+		return out, nil
+	}
+	listed := false
+	if rows, err := b.rows(ctx, false); err == nil {
+		for _, r := range rows {
+			if int(r.VMID) == vmid {
+				if r.Pool != "" {
+					out.Pool = r.Pool
+					return out, nil
+				}
+				listed = true
+			}
+		}
+	}
+	out.Pool = b.poolOf(ctx, vmid, out.Name, listed)
 	return out, nil
 }
 
-// poolOf finds a VM's pool: from a resource row (which has no pool without
-// Pool.Audit), else from the members of the token's pools.
-func (b *Backend) poolOf(ctx context.Context, vmid int) string {
-	if rows, err := b.rows(ctx, false); err == nil {
-		for _, r := range rows {
-			if int(r.VMID) == vmid && r.Pool != "" {
-				return r.Pool
-			}
+// poolOf finds the pool of a VM named name whose resource row (listed:
+// one is there) does not show it, from what this token can read with or
+// without Pool.Audit: this token's record of having created it into that
+// pool; the members of the token's pools (GET /pools?poolid=, which PVE
+// 8.1 and later answer without Pool.Audit; older ones need it), cached
+// like the VM list. A VM in none of the token's pools answers "".
+func (b *Backend) poolOf(ctx context.Context, vmid int, name string, listed bool) string {
+	if c, ok := b.tok.createdRecord(vmid); ok {
+		if name == "" || c.name == name {
+			return c.pool
 		}
+		b.tok.forgetCreated(vmid) // another VM has that vmid now
 	}
-	_, pools, _ := b.Identity(ctx)
-	for _, p := range pools {
-		var ans []struct {
-			Members []struct {
-				VMID flexInt `json:"vmid"`
-			} `json:"members"`
+	ident, err := b.identity(ctx)
+	if err != nil || ident.err != nil {
+		return ""
+	}
+	for _, p := range ident.pools {
+		if listed && ident.audited[p] {
+			continue // its row would have shown the pool
 		}
-		if err := b.get(ctx, "read pool "+p, "/pools", url.Values{"poolid": {p}}, &ans); err != nil {
-			continue
-		}
-		for _, a := range ans {
-			for _, m := range a.Members {
-				if int(m.VMID) == vmid {
-					return p
-				}
-			}
+		if b.members(ctx, p)[vmid] {
+			return p
 		}
 	}
 	return ""
+}
+
+// members answers the vmids in pool, cached 10 s per token and re-read
+// after any mutation; nil when the token may not read them.
+func (b *Backend) members(ctx context.Context, pool string) map[int]bool {
+	s := b.tok
+	gen := b.cl.generation()
+	s.mu.Lock()
+	if m, ok := s.members[pool]; ok && m.gen == gen && time.Since(m.at) < m.ttl {
+		s.mu.Unlock()
+		return m.vmids
+	}
+	s.mu.Unlock()
+	type member struct {
+		VMID flexInt `json:"vmid"`
+	}
+	var ans []struct {
+		Members []member `json:"members"`
+	}
+	err := b.get(ctx, "read pool "+pool, "/pools", url.Values{"poolid": {pool}}, &ans)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == 400 {
+		// PVE before 8.1 has no ?poolid: the deprecated path, which needs
+		// Pool.Audit.
+		var one struct {
+			Members []member `json:"members"`
+		}
+		err = b.get(ctx, "read pool "+pool, "/pools/"+url.PathEscape(pool), nil, &one)
+		ans = append(ans[:0], struct {
+			Members []member `json:"members"`
+		}{one.Members})
+	}
+	var ids map[int]bool
+	ttl := vmListTTL
+	if err == nil {
+		ids = map[int]bool{}
+		for _, a := range ans {
+			for _, m := range a.Members {
+				ids[int(m.VMID)] = true
+			}
+		}
+	} else if !errors.Is(err, ErrPermission) {
+		// Transient: ask again soon, but not once per VM of one list.
+		b.log.Debug("pve: reading pool members failed", "pool", pool, "err", err)
+		ttl = time.Second
+	}
+	s.mu.Lock()
+	s.members[pool] = poolMembers{vmids: ids, gen: gen, at: time.Now(), ttl: ttl}
+	s.mu.Unlock()
+	return ids
 }
 
 // locate answers the node of a VM: a known node, a resource row, a fresh
@@ -210,7 +323,7 @@ func (b *Backend) poolOf(ctx context.Context, vmid int) string {
 // cached says whether the answer may be stale.
 func (b *Backend) locate(ctx context.Context, vmid int, fresh bool) (node string, cached bool, err error) {
 	if !fresh {
-		if n, ok := b.ep.nodeOf(vmid); ok {
+		if n, ok := b.cl.nodeOf(vmid); ok {
 			return n, true, nil
 		}
 	}
@@ -242,7 +355,7 @@ func (b *Backend) locate(ctx context.Context, vmid int, fresh bool) (node string
 		}
 		for _, v := range vms {
 			if int(v.VMID) == vmid {
-				b.ep.learnNode(vmid, n.Node)
+				b.cl.learnNode(vmid, n.Node)
 				return n.Node, false, nil
 			}
 		}
@@ -253,39 +366,45 @@ func (b *Backend) locate(ctx context.Context, vmid int, fresh bool) (node string
 // withVM runs op with the VM's node, locating it afresh once when a cached
 // node turns out wrong (the VM moved, was destroyed, or the vmid reused).
 // PVE answers 403 rather than "does not exist" for a vmid outside the
-// token's ACLs, so both send it looking again.
+// token's ACLs, so both send it looking again; but only "does not exist"
+// drops the shared node hint: a refusal says something about this token,
+// not about the cluster.
 func (b *Backend) withVM(ctx context.Context, vmid int, op func(node string) error) error {
 	node, cached, err := b.locate(ctx, vmid, false)
 	if err != nil {
 		return err
 	}
 	err = op(node)
-	if !cached || !(errors.Is(err, backends.ErrNotFound) || errors.Is(err, ErrPermission)) {
+	refused := errors.Is(err, ErrPermission)
+	if !cached || !(errors.Is(err, backends.ErrNotFound) || refused) {
 		return err
 	}
-	b.ep.forget(vmid)
+	if !refused {
+		b.cl.forgetNode(vmid, node)
+	}
 	fresh, _, lerr := b.locate(ctx, vmid, true)
 	if lerr != nil {
 		return lerr
 	}
+	if refused && fresh == node {
+		return err // the node was right: the token may not
+	}
 	return op(fresh)
 }
 
-// checkName refuses a name some VM already has, including VMs this process
-// created that the resource list does not show yet.
+// checkName refuses a name some VM already has, including VMs this token
+// created that the resource list does not show yet (or shows to nobody
+// while their clone runs).
 func (b *Backend) checkName(ctx context.Context, name string) error {
-	if r, ok := b.ep.recentByName(name); ok {
-		// Still there? A failed clone or create is gone, and PVE answers
-		// 403 rather than "does not exist" for a vmid outside our ACLs.
-		_, err := b.config(ctx, r.node, r.vmid)
-		switch {
-		case err == nil:
-			return fmt.Errorf("pve: the name %q is taken by vmid %d: %w", name, r.vmid, backends.ErrExists)
-		case errors.Is(err, backends.ErrNotFound) || errors.Is(err, ErrPermission):
-			b.ep.forget(r.vmid)
-		default:
+	if c, ok := b.tok.createdNamed(name); ok {
+		taken, err := b.stillThere(ctx, c)
+		if err != nil {
 			return err
 		}
+		if taken {
+			return fmt.Errorf("pve: the name %q is taken by vmid %d: %w", name, c.vmid, backends.ErrExists)
+		}
+		b.tok.forgetCreated(c.vmid)
 	}
 	rows, err := b.rows(ctx, true)
 	if err != nil {
@@ -304,6 +423,28 @@ func (b *Backend) checkName(ctx context.Context, name string) error {
 		return fmt.Errorf("pve: the name %q is taken by vmid %d: %w", name, r.VMID, backends.ErrExists)
 	}
 	return nil
+}
+
+// stillThere says whether a VM this token created still exists under its
+// name: its config reads so, or its task is still running (PVE answers 403
+// for it until the task adds it to its pool). A failed task took it with
+// it; a config gone, or refused once the task ended, means destroyed.
+func (b *Backend) stillThere(ctx context.Context, c createdVM) (bool, error) {
+	cfg, err := b.config(ctx, c.node, c.vmid)
+	switch {
+	case err == nil:
+		return cfg.str("name") == c.name, nil
+	case !errors.Is(err, backends.ErrNotFound) && !errors.Is(err, ErrPermission):
+		return false, err
+	}
+	st, err := b.TaskStatus(ctx, c.upid)
+	if err != nil {
+		if errors.Is(err, backends.ErrNotFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	return st.Running, nil
 }
 
 func (b *Backend) nextID(ctx context.Context) (int, error) {
@@ -341,15 +482,16 @@ func (b *Backend) Clone(ctx context.Context, req backends.CloneRequest) (int, ba
 			return upid, err
 		})
 		if err == nil {
-			b.ep.remember(req.Name, newid, node)
+			b.tok.remember(createdVM{vmid: newid, name: req.Name, node: node, pool: req.Pool, upid: upid})
+			b.cl.learnNode(newid, node)
 		}
 		return err
 	})
 	if err != nil {
 		return 0, backends.Task{}, err
 	}
-	b.ep.invalidate()
-	b.sess.memo(upid, taskMemo{vmid: newid})
+	b.cl.invalidate()
+	b.tok.memo(upid, taskMemo{vmid: newid})
 	b.log.Info("pve: cloning", "template", req.Template, "vmid", newid, "name", req.Name, "pool", req.Pool, "full", req.Full, "upid", upid)
 	return newid, backends.Task{ID: upid, VMID: newid}, nil
 }
@@ -451,8 +593,11 @@ func (b *Backend) Destroy(ctx context.Context, vmid int) (backends.Task, error) 
 	if err != nil {
 		return backends.Task{}, err
 	}
-	b.ep.invalidate()
-	b.ep.forget(vmid)
+	b.cl.invalidate()
+	if node, ok := b.cl.nodeOf(vmid); ok {
+		b.cl.forgetNode(vmid, node)
+	}
+	b.tok.forgetCreated(vmid)
 	b.closeConsoles(vmid)
 	b.log.Info("pve: destroying", "vmid", vmid, "upid", task.ID)
 	return task, nil
@@ -464,7 +609,7 @@ func (b *Backend) vmTask(ctx context.Context, node string, vmid int, op, suffix 
 	if err := b.post(ctx, fmt.Sprintf("%s %d", op, vmid), vmPath(node, vmid)+suffix, body, &upid); err != nil {
 		return backends.Task{}, err
 	}
-	b.ep.invalidate()
+	b.cl.invalidate()
 	if upid == "" {
 		return backends.Task{}, fmt.Errorf("pve: %s %d: PVE answered no task id", op, vmid)
 	}

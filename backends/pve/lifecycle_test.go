@@ -47,7 +47,7 @@ func TestTemplatesAndVMsWithLag(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("the clone never appeared in VMs: %+v", vms)
 		case <-time.After(100 * time.Millisecond):
-			b.ep.invalidate() // skip our own 10 s cache; the lag is PVE's
+			b.cl.invalidate() // skip our own 10 s cache; the lag is PVE's
 		}
 	}
 	if vms[0] != want {
@@ -236,7 +236,7 @@ func TestPVEErrorsKeepTheirReason(t *testing.T) {
 	}
 
 	c.srv.InjectFault(pvetest.Fault{Path: "/cluster/resources", Status: 596, Message: "Connection timed out", Times: 1})
-	b.ep.invalidate() // past our cache
+	b.cl.invalidate() // past our cache
 	_, err = b.VMs(ctx)
 	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "596") || !strings.Contains(err.Error(), "Connection timed out") {
 		t.Fatalf("VMs during a 596 = %v", err)
@@ -291,7 +291,7 @@ func TestVMsOnAnotherNodeAreFoundWhileTheListLags(t *testing.T) {
 	c.srv.Grant(aliceTokenID, pvetest.Grant{Path: "/vms/9100", Privs: pvetest.TemplateUser})
 	ctx := testContext(t, 30*time.Second)
 	// One process clones on pve2 ...
-	first := c.backend(t, c.alice, func(cfg *Config) { cfg.BackendID = "first-process" })
+	first := c.backend(t, c.alice, func(cfg *Config) { cfg.BackendID = "first-process"; cfg.Cluster = NewCluster() })
 	vmid, task, err := first.Clone(ctx, backends.CloneRequest{Template: 9100, Name: "alice-repro-n2", Pool: "alice", Full: true})
 	if err != nil {
 		t.Fatal(err)

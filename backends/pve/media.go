@@ -182,9 +182,10 @@ func (b *Backend) CreateFromISO(ctx context.Context, req backends.ISORequest) (i
 	if err != nil {
 		return 0, backends.Task{}, err
 	}
-	b.ep.remember(req.Name, vmid, node)
-	b.ep.invalidate()
-	b.sess.memo(upid, taskMemo{vmid: vmid})
+	b.tok.remember(createdVM{vmid: vmid, name: req.Name, node: node, pool: req.Pool, upid: upid})
+	b.cl.learnNode(vmid, node)
+	b.cl.invalidate()
+	b.tok.memo(upid, taskMemo{vmid: vmid})
 	b.log.Info("pve: creating from ISO", "vmid", vmid, "name", req.Name, "iso", req.ISO, "node", node, "upid", upid)
 	return vmid, backends.Task{ID: upid, VMID: vmid}, nil
 }
@@ -196,7 +197,7 @@ func (b *Backend) Eject(ctx context.Context, vmid int) error {
 			map[string]any{"ide2": "none,media=cdrom"}, nil)
 	})
 	if err == nil {
-		b.ep.invalidate()
+		b.cl.invalidate()
 	}
 	return err
 }
@@ -270,7 +271,7 @@ func (b *Backend) ResizeDisk(ctx context.Context, vmid int, disk string, sizeGB 
 			map[string]any{"disk": name, "size": fmt.Sprintf("%dG", sizeGB)}, &upid); err != nil {
 			return err
 		}
-		b.ep.invalidate()
+		b.cl.invalidate()
 		if upid == "" {
 			return nil
 		}
@@ -314,7 +315,7 @@ func (b *Backend) AddDisks(ctx context.Context, vmid int, sizeGB, count int) ([]
 		if err := b.post(ctx, op, vmPath(node, vmid)+"/config", body, &upid); err != nil {
 			return err
 		}
-		b.ep.invalidate()
+		b.cl.invalidate()
 		if upid == "" {
 			return nil
 		}

@@ -3,13 +3,25 @@
 // an API token over HTTPS (go-proxmox's client for the API calls,
 // gorilla/websocket for the console, the rfb package for the screen).
 //
-// Sharing: caches (identity 60 s, VM list 10 s, re-read after any
-// mutation), consoles (one per VM, closed after 15 idle minutes) and task
-// memos belong to a session keyed by endpoint (or BackendID) + token +
-// trust roots, so a token never sees another's answers and a wrong secret
-// never reuses a right one's cache. What carries no credential (vmid ->
-// node, names of VMs created here, the invalidation counter) is shared by
-// the endpoint. Per-VM locks belong to the caller, keyed by LockKey.
+// Sharing: a bench's Backends share one Cluster (NewCluster; hostapi may
+// make a Backend per request). In it, each token has its own tokenState,
+// keyed by endpoint (or BackendID) + token + trust roots, so a token never
+// sees another's answers, a wrong secret never reuses a right one's cache,
+// and one token's refusals never change another's state: caches (identity
+// 60 s; the VM list and the members of its pools 10 s, re-read after any
+// mutation), consoles (one per VM, closed after 15 idle minutes or when
+// the VM stops), task memos, the VMs it created, a 401 it got. What
+// carries no credential (vmid -> node, the invalidation counter) is shared
+// by the Cluster. Per-VM locks belong to the caller, keyed by LockKey.
+//
+// Ownership without Pool.Audit: PVE shows a VM's pool in /cluster/resources
+// only to a token with Pool.Audit on it, and adds a new VM to its pool only
+// as the last step of its clone or create task (until then only root sees
+// it). So a VM's Pool comes from its row if shown; else from this token's
+// record of having created it into that pool (which also answers VM and
+// TaskStatus while the clone runs, and refuses its name to a second
+// clone); else from GET /pools?poolid= members (PVE >= 8.1 answers it
+// without Pool.Audit; before 8.1 it needs Pool.Audit).
 //
 // Decisions worth knowing:
 //   - Stop is PVE's qmshutdown with timeout=60 and forceStop=1: ACPI (or
@@ -20,15 +32,23 @@
 //     ExitStatus "OK" and logs the warnings.
 //   - go-proxmox's own errors lose PVE's reasons (401/403, 500) and take a
 //     596 for success; every answer >= 400 is turned into an *APIError with
-//     PVE's message before go-proxmox sees it. POSTs are never retried,
-//     except clone/create with another vmid after PVE refused the first.
-//   - Guest agent calls retry "agent not running" and "got timeout" until
-//     the context's deadline (30 s without one). Exec output and file-read
-//     content come back from PVE as latin-1 characters and are turned back
-//     into bytes; non-ASCII commands and environments travel as a base64
-//     shell script. ReadFile sees at most the first 16 MiB of a file;
-//     WriteFile sends files above 45 KiB through exec + cat in 60 KiB
-//     chunks (POSIX guests).
+//     PVE's message before go-proxmox sees it. Errors carry their hint
+//     (backends.Hinted): a 401, 403, 596 or other 5xx, an untrusted
+//     certificate, a token with no pool.
+//   - Nothing is retried here (hostapi owns retries): every call is one
+//     request, except clone/create again with another vmid after PVE
+//     refused the first, and one fresh lookup of a VM whose cached node
+//     was wrong. A token PVE answered 401 is not sent again for 30 s (PVE
+//     delays every 401 by 3 s).
+//   - Guest agent calls are one request each: "agent not running" and
+//     "got timeout" are errors wrapping backends.ErrAgentNotRunning (a
+//     stopped VM's wrap ErrNotRunning too), and an exec or file-write is
+//     never sent twice. Exec output and file-read content come back from
+//     PVE as latin-1 characters and are turned back into bytes; non-ASCII
+//     commands and environments travel as a base64 shell script. ReadFile
+//     sees at most the first 16 MiB of a file; WriteFile sends files above
+//     45 KiB through exec + cat in 60 KiB chunks (POSIX guests), waiting
+//     for each through a busy agent.
 package pve
 
 import (
@@ -57,10 +77,14 @@ type Config struct {
 	BackendID string // optional: aliases of one cluster share caches (letters, digits, . _ -; <= 64 bytes)
 	Storage   string // default storage for new disks (create from ISO, add disk)
 	Logger    *slog.Logger
+	// Cluster is the bench's shared state (caches, consoles, what each
+	// token created): one per bench, from NewCluster. Nil makes a private
+	// one, which only this Backend uses (tests).
+	Cluster *Cluster
 }
 
 // Backend is one token on one PVE cluster. It is cheap to make: hostapi may
-// make one per request, since the caches live in the shared endpoint state.
+// make one per request, since the caches live in the bench's Cluster.
 type Backend struct {
 	api      *proxmox.Client
 	http     *http.Client
@@ -74,8 +98,8 @@ type Backend struct {
 	storage  string
 	log      *slog.Logger
 	tls      *tlsSetup
-	ep       *endpointState
-	sess     *session
+	cl       *Cluster
+	tok      *tokenState
 }
 
 var (
@@ -139,8 +163,14 @@ func New(cfg Config) (*Backend, error) {
 		proxmox.WithUserAgent("poligon"),
 		proxmox.WithLogger(quietLogger{}),
 	)
-	b.ep = endpointFor(endpoint)
-	b.sess = b.ep.session(sessionKey(endpoint, cfg.Token, ts.key))
+	b.cl = cfg.Cluster
+	if b.cl == nil {
+		b.cl = NewCluster()
+	}
+	if err := b.cl.bind(endpoint); err != nil {
+		return nil, err
+	}
+	b.tok = b.cl.token(tokenKey(endpoint, cfg.Token, ts.key))
 	return b, nil
 }
 
@@ -229,11 +259,11 @@ func OwnerFromTokenID(tokenID string) (string, error) {
 	return b.String(), nil
 }
 
-// sessionKey identifies endpoint + token (+ trust roots) without keeping
-// the secret: a token id with a wrong secret gets another session (and its
+// tokenKey identifies endpoint + token (+ trust roots) without keeping the
+// secret: a token id with a wrong secret gets another tokenState (and its
 // own failing calls), never the cached answers of the right one; nor does
 // a Backend that trusts other roots.
-func sessionKey(endpoint, token, trust string) string {
+func tokenKey(endpoint, token, trust string) string {
 	sum := sha256.Sum256([]byte(endpoint + "\x00" + token + "\x00" + trust))
 	return hex.EncodeToString(sum[:16])
 }

@@ -101,3 +101,19 @@ func TestDiskName(t *testing.T) {
 		}
 	}
 }
+
+// A Cluster is one bench's state: a Backend of another endpoint cannot
+// use it, so two clusters' caches never mix.
+func TestAClusterServesOneEndpoint(t *testing.T) {
+	cl := NewCluster()
+	if _, err := New(Config{URL: "https://pve1:8006", Token: "alice@pve!repro=s3cret", Cluster: cl}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{URL: "https://PVE1:8006/api2/json", Token: "bob@pve!x=y", Cluster: cl}); err != nil {
+		t.Errorf("another token and URL form of the same endpoint: %v", err)
+	}
+	_, err := New(Config{URL: "https://pve2:8006", Token: "alice@pve!repro=s3cret", Cluster: cl})
+	if err == nil || !strings.Contains(err.Error(), "one Cluster per bench") {
+		t.Errorf("a Backend of another endpoint on the same Cluster = %v", err)
+	}
+}

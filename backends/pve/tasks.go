@@ -38,7 +38,7 @@ func (b *Backend) TaskStatus(ctx context.Context, id string) (backends.TaskStatu
 	if err != nil {
 		return backends.TaskStatus{}, fmt.Errorf("pve: task %q: %w (%w)", id, err, backends.ErrNotFound)
 	}
-	memo, known := b.sess.memoFor(id)
+	memo, known := b.tok.memoFor(id)
 	if known && memo.noop != nil {
 		return *memo.noop, nil
 	}
@@ -63,6 +63,7 @@ func (b *Backend) TaskStatus(ctx context.Context, id string) (backends.TaskStatu
 		if st.ExitStatus == "" {
 			st.ExitStatus = "task ended without an exit status"
 		}
+		b.tok.taskSeen(id, st)
 	}
 	return st, nil
 }
@@ -140,6 +141,6 @@ func (b *Backend) finish(ctx context.Context, task backends.Task, what string) e
 // stopping a stopped one) as a finished UPID only this process knows.
 func (b *Backend) noopTask(node, typ string, vmid int) backends.Task {
 	id := fmt.Sprintf("UPID:%s:00000000:00000000:%08X:%s:%d:%s:", node, time.Now().Unix(), typ, vmid, b.tokenID)
-	b.sess.memo(id, taskMemo{vmid: vmid, noop: &backends.TaskStatus{ExitStatus: "OK", Type: typ, VMID: vmid}})
+	b.tok.memo(id, taskMemo{vmid: vmid, noop: &backends.TaskStatus{ExitStatus: "OK", Type: typ, VMID: vmid}})
 	return backends.Task{ID: id, VMID: vmid}
 }

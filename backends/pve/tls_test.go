@@ -102,7 +102,7 @@ func TestTheSecretNeverAppearsInErrorsOrLogs(t *testing.T) {
 	collect(everyCall(t, b, 150)) // successes and PVE's refusals (the agent, the console)
 	collect(everyCall(t, b, 160)) // 403s on someone else's VM
 	c.srv.InjectFault(pvetest.Fault{Path: "/", Status: 500, Message: "internal error for " + c.alice})
-	b.ep.invalidate()
+	b.cl.invalidate()
 	collect(everyCall(t, b, 150)) // a server that echoes the token back
 	c.srv.RemoveFaults()
 	wrong := c.backend(t, aliceTokenID+"=11111111-2222-3333-4444-555555555555", withLog)

@@ -81,7 +81,10 @@ func (e *APIError) Unwrap() []error {
 	switch {
 	case strings.Contains(m, "No QEMU guest agent configured"):
 		out = append(out, backends.ErrAgentDisabled) // waiting will not help
-	case strings.Contains(m, "guest agent is not running"):
+	case strings.Contains(m, "guest agent is not running"), strings.Contains(m, "got timeout"):
+		// "got timeout": an agent busy with IO, or one that stopped
+		// answering; asking again later may help, which is the caller's
+		// decision (a command sent may have run).
 		out = append(out, backends.ErrAgentNotRunning)
 	case notRunningText.MatchString(m):
 		out = append(out, backends.ErrNotRunning)
@@ -92,6 +95,41 @@ func (e *APIError) Unwrap() []error {
 	}
 	return out
 }
+
+// Hints of PVE's refusals: what the model (or its operator) can do.
+const (
+	hintUnauthenticated = "PVE refused the API token: check its id and secret (X-PVE-Token over HTTP; the bench's token or PVE_TOKEN over stdio) and that the token is neither expired nor revoked"
+	hintPermission      = "the Proxmox token lacks the privilege named above: ask the PVE administrator to grant it on your pool (the README lists the privileges each tool needs)"
+	hintUnreachable     = "the Proxmox node did not answer (PVE's 596/502/503): retry in a minute; if it persists the node is down, tell the operator"
+	hintServer          = "the message is Proxmox's own: retry once; if it fails again tell the operator (the PVE task log has details)"
+	hintTLS             = "the bench's TLS certificate is not trusted: the operator sets ca_file for the bench (or SSL_CERT_FILE / SSL_CERT_DIR) to the CA that signs it"
+	hintNoPool          = "ask the Proxmox administrator to grant your token VM.Allocate on a pool (e.g. the PVEVMAdmin role on /pool/<name>)"
+)
+
+// Hint says what to do about a refusal (backends.Hinted). Answers that
+// mean "not found", "exists", "not running" or an agent problem have none:
+// the caller knows better what to do about those.
+func (e *APIError) Hint() string {
+	switch {
+	case e.Status == 401:
+		return hintUnauthenticated
+	case e.Status == 403:
+		return hintPermission
+	case e.Status == 596 || e.Status == 502 || e.Status == 503:
+		return hintUnreachable
+	}
+	for _, sentinel := range e.Unwrap() {
+		if sentinel != nil {
+			return ""
+		}
+	}
+	if e.Status >= 500 {
+		return hintServer
+	}
+	return ""
+}
+
+var _ backends.Hinted = (*APIError)(nil)
 
 // errorTransport turns every answer of status >= 400 into an *APIError
 // before go-proxmox sees it: go-proxmox keeps only the status line of a
@@ -264,11 +302,13 @@ func certProblem(err error) error {
 // scrubbed of the secret.
 type callError struct {
 	text string
+	hint string
 	err  error
 }
 
 func (e *callError) Error() string { return e.text }
 func (e *callError) Unwrap() error { return e.err }
+func (e *callError) Hint() string  { return e.hint }
 
 // wrap names the operation that failed and makes the error clear: PVE's
 // answer as it is, a certificate problem with what was trusted, anything
@@ -282,9 +322,8 @@ func (b *Backend) wrap(op string, err error) error {
 		return fmt.Errorf("pve: %s: %w", op, ae)
 	}
 	if cp := certProblem(err); cp != nil {
-		return &callError{err: err, text: b.scrub(fmt.Sprintf(
-			"pve: %s: the TLS certificate of %s is not trusted (checked against %s): %v; "+
-				"hint: give the cluster's CA as the CA file (or SSL_CERT_FILE)", op, b.host, b.tls.source, cp))}
+		return &callError{err: err, hint: hintTLS, text: b.scrub(fmt.Sprintf(
+			"pve: %s: the TLS certificate of %s is not trusted (checked against %s): %v", op, b.host, b.tls.source, cp))}
 	}
 	return &callError{err: err, text: b.scrub(fmt.Sprintf("pve: %s: %v", op, err))}
 }

@@ -22,10 +22,10 @@ const (
 // answers the real agent to forward to. The model's answers are PVE's: a
 // stopped VM, no agent configured, an agent down or still booting, or a
 // busy agent ("got timeout").
-func (s *Server) agentFor(c *call, priv, command string) (*agentProc, error) {
+func (s *Server) agentFor(c *call, command string) (*agentProc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, err := s.vmFor(c, priv)
+	v, err := s.vmForAny(c, agentPrivs(command)...)
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +41,20 @@ func (s *Server) agentFor(c *call, priv, command string) (*agentProc, error) {
 		return nil, fail(500, "VM %d qmp command 'guest-%s' failed - got timeout", v.id, command)
 	}
 	return s.agent, nil
+}
+
+// agentPrivs are the privileges that allow an agent endpoint: PVE 8's
+// VM.Monitor, or those qemu-server 9 checks.
+func agentPrivs(command string) []string {
+	switch command {
+	case "ping", "network-get-interfaces":
+		return []string{"VM.Monitor", "VM.GuestAgent.Audit", "VM.GuestAgent.Unrestricted"}
+	case "file-read":
+		return []string{"VM.Monitor", "VM.GuestAgent.FileRead", "VM.GuestAgent.Unrestricted"}
+	case "file-write":
+		return []string{"VM.Monitor", "VM.GuestAgent.FileWrite", "VM.GuestAgent.Unrestricted"}
+	}
+	return []string{"VM.Monitor", "VM.GuestAgent.Unrestricted"} // exec, exec-status
 }
 
 // forward runs one agent command with PVE's timeout; agent errors become
@@ -69,7 +83,7 @@ func (s *Server) forward(c *call, a *agentProc, command string, fn func(ctx cont
 }
 
 func (s *Server) agentPing(c *call) (any, error) {
-	a, err := s.agentFor(c, "VM.Monitor", "ping")
+	a, err := s.agentFor(c, "ping")
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +92,7 @@ func (s *Server) agentPing(c *call) (any, error) {
 }
 
 func (s *Server) agentInterfaces(c *call) (any, error) {
-	a, err := s.agentFor(c, "VM.Monitor", "network-get-interfaces")
+	a, err := s.agentFor(c, "network-get-interfaces")
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +126,7 @@ func (s *Server) agentExec(c *call) (any, error) {
 			return nil, fail(500, "Wide character in subroutine entry at /usr/share/perl5/PVE/QemuServer/Agent.pm line 110.")
 		}
 	}
-	a, err := s.agentFor(c, "VM.Monitor", "exec")
+	a, err := s.agentFor(c, "exec")
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +157,7 @@ func (s *Server) agentExecStatus(c *call) (any, error) {
 	if pid < 0 {
 		return nil, paramError("pid", "property is missing and it is not optional")
 	}
-	a, err := s.agentFor(c, "VM.Monitor", "exec-status")
+	a, err := s.agentFor(c, "exec-status")
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +209,7 @@ func (s *Server) agentFileRead(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := s.agentFor(c, "VM.Monitor", "file-read")
+	a, err := s.agentFor(c, "file-read")
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +274,7 @@ func (s *Server) agentFileWrite(c *call) (any, error) {
 	} else if data, err = base64.StdEncoding.DecodeString(content); err != nil {
 		return nil, fail(500, "VM %s qmp command 'guest-file-write' failed - Invalid base64 data", c.vars["vmid"])
 	}
-	a, err := s.agentFor(c, "VM.Monitor", "file-write")
+	a, err := s.agentFor(c, "file-write")
 	if err != nil {
 		return nil, err
 	}

@@ -12,17 +12,27 @@ import (
 
 // Privilege sets of PVE's built-in roles, for Grant.
 var (
-	// VMAdmin is PVEVMAdmin: everything on a VM.
-	VMAdmin = []string{"VM.Allocate", "VM.Audit", "VM.Backup", "VM.Clone", "VM.Config.CDROM", "VM.Config.CPU",
-		"VM.Config.Cloudinit", "VM.Config.Disk", "VM.Config.HWType", "VM.Config.Memory", "VM.Config.Network",
-		"VM.Config.Options", "VM.Console", "VM.Migrate", "VM.Monitor", "VM.PowerMgmt", "VM.Snapshot",
-		"VM.Snapshot.Rollback"}
+	// VMConfig is every VM.Config.* privilege.
+	VMConfig = []string{"VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Cloudinit", "VM.Config.Disk",
+		"VM.Config.HWType", "VM.Config.Memory", "VM.Config.Network", "VM.Config.Options"}
+	// GuestAgent is every VM.GuestAgent.* privilege (PVE 9; PVE 8 checks
+	// VM.Monitor on the agent endpoints instead, and the server takes
+	// either).
+	GuestAgent = []string{"VM.GuestAgent.Audit", "VM.GuestAgent.FileRead", "VM.GuestAgent.FileSystemMgmt",
+		"VM.GuestAgent.FileWrite", "VM.GuestAgent.Unrestricted"}
+	// VMAdmin is PVEVMAdmin: everything on a VM (PVE 8's VM.Monitor and
+	// PVE 9's VM.GuestAgent.* both).
+	VMAdmin = append(append([]string{"VM.Allocate", "VM.Audit", "VM.Backup", "VM.Clone", "VM.Console", "VM.Migrate",
+		"VM.Monitor", "VM.PowerMgmt", "VM.Snapshot", "VM.Snapshot.Rollback"}, VMConfig...), GuestAgent...)
 	// TemplateUser is PVETemplateUser: see and clone.
 	TemplateUser = []string{"VM.Audit", "VM.Clone"}
 	// DatastoreUser is PVEDatastoreUser.
 	DatastoreUser = []string{"Datastore.AllocateSpace", "Datastore.Audit"}
 	// PoolAudit is PVEPoolAuditor: list the pool.
 	PoolAudit = []string{"Pool.Audit"}
+	// SDNUser is PVESDNUser: use a bridge (PVE 8.0 and later check it on
+	// /sdn/zones/localnetwork/<bridge> when a VM is created or cloned).
+	SDNUser = []string{"SDN.Audit", "SDN.Use"}
 )
 
 // Grant gives a token privileges on a path; they propagate to the paths
@@ -116,7 +126,8 @@ func (s *Server) authenticate(r *http.Request) (*token, error) {
 }
 
 // privs answers the privileges tk holds on path: its ACLs on the path and
-// every ancestor, and for /vms/ID those of the VM's pool. s.mu is held.
+// every ancestor, and for /vms/ID or /storage/ID those of the pools the VM
+// or storage is a member of. s.mu is held.
 func (s *Server) privs(tk *token, path string) map[string]bool {
 	out := map[string]bool{}
 	add := func(p string) {
@@ -136,6 +147,13 @@ func (s *Server) privs(tk *token, path string) map[string]bool {
 			}
 		}
 	}
+	if sid, ok := strings.CutPrefix(path, "/storage/"); ok {
+		for id, p := range s.pools {
+			if p.storages[sid] {
+				add("/pool/" + id)
+			}
+		}
+	}
 	return out
 }
 
@@ -147,6 +165,18 @@ func (s *Server) check(tk *token, path, priv string) error {
 		return nil
 	}
 	return fail(403, "Permission check failed (%s, %s)", path, priv)
+}
+
+// checkAny fails unless tk holds one of privs on path, with the bare
+// message PVE gives for such checks. s.mu is held.
+func (s *Server) checkAny(tk *token, path string, privs ...string) error {
+	have := s.privs(tk, path)
+	for _, p := range privs {
+		if have[p] {
+			return nil
+		}
+	}
+	return fail(403, "Permission check failed")
 }
 
 func (s *Server) checkVM(tk *token, vmid int, priv string) error {

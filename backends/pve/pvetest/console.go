@@ -73,7 +73,7 @@ func (s *Server) vncproxy(c *call) (any, error) {
 // token, the ticket and its age, upgrades to a websocket ("binary"
 // subprotocol) and proxies binary frames to the QEMU VNC socket.
 func (s *Server) vncWebsocket(c *call) {
-	conn, err := s.acceptConsole(c)
+	conn, vmid, err := s.acceptConsole(c)
 	if err != nil {
 		s.writeError(c.w, err)
 		return
@@ -91,7 +91,7 @@ func (s *Server) vncWebsocket(c *call) {
 		conn.Close()
 		return
 	}
-	s.wsConns[ws] = struct{}{}
+	s.wsConns[ws] = vmid
 	s.wsAccepted++
 	s.mu.Unlock()
 	defer func() {
@@ -131,36 +131,46 @@ func (s *Server) vncWebsocket(c *call) {
 }
 
 // acceptConsole checks a vncwebsocket request and dials the VNC server.
-func (s *Server) acceptConsole(c *call) (net.Conn, error) {
+func (s *Server) acceptConsole(c *call) (net.Conn, int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, err := s.vmFor(c, "VM.Console")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	port, err := c.integer("port", 0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	tk := s.tickets[c.str("vncticket")]
 	switch {
 	case tk == nil || tk.port != port || tk.vmid != v.id || tk.tokenID != c.tok.id:
-		return nil, fail(401, "permission denied - invalid vnc ticket")
+		return nil, 0, fail(401, "permission denied - invalid vnc ticket")
 	case time.Since(tk.created) > s.opts.TicketTTL:
-		return nil, fail(401, "permission denied - invalid vnc ticket")
+		return nil, 0, fail(401, "permission denied - invalid vnc ticket")
 	case tk.used:
-		return nil, fail(500, "websocket proxy: unable to connect to port %d: Connection refused", port)
+		return nil, 0, fail(500, "websocket proxy: unable to connect to port %d: Connection refused", port)
 	case !v.running:
-		return nil, fail(500, "VM %d not running", v.id)
+		return nil, 0, fail(500, "VM %d not running", v.id)
 	case !slices.Contains(websocketProtocols(c), "binary"):
-		return nil, fail(400, "websocket: the 'binary' subprotocol is required")
+		return nil, 0, fail(400, "websocket: the 'binary' subprotocol is required")
 	}
 	tk.used = true
 	conn, err := net.Dial("unix", s.console.vnc)
 	if err != nil {
-		return nil, fail(500, "websocket proxy: unable to connect to the VNC server: %v", err)
+		return nil, 0, fail(500, "websocket proxy: unable to connect to the VNC server: %v", err)
 	}
-	return conn, nil
+	return conn, v.id, nil
+}
+
+// dropConsolesOfLocked closes the console websockets of a VM whose QEMU
+// went away (it stopped). s.mu is held.
+func (s *Server) dropConsolesOfLocked(vmid int) {
+	for ws, id := range s.wsConns {
+		if id == vmid {
+			ws.NetConn().Close()
+		}
+	}
 }
 
 func websocketProtocols(c *call) []string { return websocket.Subprotocols(c.r) }

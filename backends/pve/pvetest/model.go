@@ -82,6 +82,7 @@ func agentOn(opt string) bool {
 
 type pool struct {
 	id, comment string
+	storages    map[string]bool // storage members
 }
 
 type storage struct {
@@ -99,7 +100,28 @@ type ISO struct {
 func (s *Server) AddPool(poolid string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pools[poolid] = &pool{id: poolid, comment: "pvetest pool " + poolid}
+	s.pools[poolid] = &pool{id: poolid, comment: "pvetest pool " + poolid, storages: map[string]bool{}}
+}
+
+// AddPoolStorage makes a storage a member of a pool: the pool's
+// privileges then apply to it, as to its VMs.
+func (s *Server) AddPoolStorage(poolid, storage string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pools[poolid]
+	if !ok || !s.storageExists(storage) {
+		s.t.Fatalf("pvetest: no pool %q or storage %q", poolid, storage)
+	}
+	p.storages[storage] = true
+}
+
+func (s *Server) storageExists(name string) bool {
+	for _, st := range s.storages {
+		if st.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // AddISO puts an ISO into a storage ("local" holds ISOs by default);

@@ -26,6 +26,21 @@ func (s *Server) vmFor(c *call, priv string) (*vm, error) {
 	return s.vmAt(c.vars["node"], id)
 }
 
+// vmForAny is vmFor for a call that needs any one of privs.
+func (s *Server) vmForAny(c *call, privs ...string) (*vm, error) {
+	id, err := c.vmid()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.nodeExists(c.vars["node"]); err != nil {
+		return nil, err
+	}
+	if err := s.checkAny(c.tok, fmt.Sprintf("/vms/%d", id), privs...); err != nil {
+		return nil, err
+	}
+	return s.vmAt(c.vars["node"], id)
+}
+
 func lockedError(v *vm) error {
 	if v.lock != "" {
 		return fail(500, "VM is locked (%s)", v.lock)
@@ -77,21 +92,23 @@ func configPriv(key, value string) string {
 var notConfigKeys = map[string]bool{"node": true, "vmid": true, "digest": true, "delete": true, "skiplock": true,
 	"background_delay": true, "pool": true, "start": true, "unique": true}
 
-// configChanges checks and collects the config keys of a call.
-func (s *Server) configChanges(c *call, vmid int) (set map[string]string, del []string, err error) {
+// configChanges checks and collects the config keys of a call; each key's
+// privilege is checked on path (/vms/ID, or /pool/P for a VM being created
+// into pool P, as qemu-server's check_vm_perm does).
+func (s *Server) configChanges(c *call, path string) (set map[string]string, del []string, err error) {
 	set = map[string]string{}
 	for k := range c.params {
 		if notConfigKeys[k] {
 			continue
 		}
 		val := c.params.Get(k)
-		if err := s.checkVM(c.tok, vmid, configPriv(k, val)); err != nil {
+		if err := s.check(c.tok, path, configPriv(k, val)); err != nil {
 			return nil, nil, err
 		}
 		set[k] = val
 	}
 	for _, k := range strings.FieldsFunc(c.str("delete"), func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
-		if err := s.checkVM(c.tok, vmid, configPriv(k, "")); err != nil {
+		if err := s.check(c.tok, path, configPriv(k, "")); err != nil {
 			return nil, nil, err
 		}
 		del = append(del, k)
@@ -101,7 +118,59 @@ func (s *Server) configChanges(c *call, vmid int) (set map[string]string, del []
 			return nil, nil, fail(500, "volume '%s' does not exist", vol)
 		}
 	}
+	if err := s.storageChecks(c.tok, set); err != nil {
+		return nil, nil, err
+	}
+	if err := s.bridgeChecks(c.tok, set); err != nil {
+		return nil, nil, err
+	}
 	return set, del, nil
+}
+
+// bridgeChecks is qemu-server's check_bridge_access (PVE 8.0 and later):
+// SDN.Use on /sdn/zones/localnetwork/<bridge> for every network device's
+// plain Linux bridge. s.mu is held.
+func (s *Server) bridgeChecks(tk *token, config map[string]string) error {
+	for k, val := range config {
+		if !strings.HasPrefix(k, "net") {
+			continue
+		}
+		for _, part := range strings.Split(val, ",") {
+			if bridge, ok := strings.CutPrefix(part, "bridge="); ok {
+				if err := s.check(tk, "/sdn/zones/localnetwork/"+bridge, "SDN.Use"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// storageChecks are qemu-server's checks on the storages a config change
+// uses: Datastore.AllocateSpace where a new disk is allocated, read access
+// (AllocateSpace or Audit) to an ISO. s.mu is held.
+func (s *Server) storageChecks(tk *token, set map[string]string) error {
+	for k, val := range set {
+		if !diskKey.MatchString(k) || val == "none" || strings.HasPrefix(val, "none,") {
+			continue
+		}
+		vol, _, _ := strings.Cut(val, ",")
+		sid, rest, ok := strings.Cut(vol, ":")
+		if !ok {
+			continue
+		}
+		path := "/storage/" + sid
+		if strings.Contains(val, "media=cdrom") {
+			if err := s.checkAny(tk, path, "Datastore.AllocateSpace", "Datastore.Audit"); err != nil {
+				return err
+			}
+		} else if _, err := strconv.ParseFloat(rest, 64); err == nil {
+			if err := s.check(tk, path, "Datastore.AllocateSpace"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Server) isoExists(volid string) bool {
@@ -147,7 +216,7 @@ func (s *Server) putConfig(c *call) (any, error) {
 	if err := lockedError(v); err != nil {
 		return nil, err
 	}
-	set, del, err := s.configChanges(c, v.id)
+	set, del, err := s.configChanges(c, fmt.Sprintf("/vms/%d", v.id))
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +234,7 @@ func (s *Server) postConfig(c *call) (any, error) {
 	if err := lockedError(v); err != nil {
 		return nil, err
 	}
-	set, del, err := s.configChanges(c, v.id)
+	set, del, err := s.configChanges(c, fmt.Sprintf("/vms/%d", v.id))
 	if err != nil {
 		return nil, err
 	}
@@ -233,6 +302,7 @@ func (s *Server) stop(c *call) (any, error) {
 func (s *Server) powerOff(v *vm) func() error {
 	return func() error {
 		v.running, v.paused = false, false
+		s.dropConsolesOfLocked(v.id) // QEMU exits, and its VNC server with it
 		s.publishLocked(v)
 		return nil
 	}
@@ -291,6 +361,21 @@ func (s *Server) clone(c *call) (any, error) {
 	if !full && !src.template() {
 		return nil, fail(500, "Linked clone feature is not available for drive 'scsi0'")
 	}
+	if err := s.bridgeChecks(c.tok, src.config); err != nil {
+		return nil, err
+	}
+	for k, val := range src.config { // check_storage_access_clone
+		if !diskKey.MatchString(k) || strings.Contains(val, "media=cdrom") {
+			continue
+		}
+		sid, _, _ := strings.Cut(val, ":")
+		if st := c.str("storage"); st != "" {
+			sid = st
+		}
+		if err := s.check(c.tok, "/storage/"+sid, "Datastore.AllocateSpace"); err != nil {
+			return nil, err
+		}
+	}
 	if err := lockedError(src); err != nil {
 		return nil, err
 	}
@@ -301,7 +386,10 @@ func (s *Server) clone(c *call) (any, error) {
 	if !validDNSName(name) {
 		return nil, paramError("name", "invalid format - value does not look like a valid DNS name")
 	}
-	nv := &vm{id: newid, node: target, pool: poolID, config: maps.Clone(src.config), lock: "clone"}
+	// Like qemu-server, the clone joins its pool only as the last step of
+	// the task: until then only a token with rights on /vms (or root)
+	// sees it.
+	nv := &vm{id: newid, node: target, config: maps.Clone(src.config), lock: "clone"}
 	delete(nv.config, "template")
 	nv.config["name"] = name
 	for k, val := range nv.config {
@@ -320,7 +408,7 @@ func (s *Server) clone(c *call) (any, error) {
 	s.vms[newid] = nv
 	s.publishLocked(nv)
 	return s.startTask(c, src.node, "qmclone", strconv.Itoa(src.id), func() error {
-		nv.lock = ""
+		nv.lock, nv.pool = "", poolID
 		s.publishLocked(nv)
 		return nil
 	}, func() { s.removeVM(nv) }), nil
@@ -375,18 +463,23 @@ func (s *Server) create(c *call) (any, error) {
 	if name := c.str("name"); name != "" && !validDNSName(name) {
 		return nil, paramError("name", "invalid format - value does not look like a valid DNS name")
 	}
-	v := &vm{id: vmid, node: node, pool: poolID, config: map[string]string{}, lock: "create"}
-	s.vms[vmid] = v // the priv checks below look up the VM's pool
-	set, _, err := s.configChanges(c, vmid)
-	if err == nil {
-		err = s.applyConfig(v, set, nil)
+	path := fmt.Sprintf("/vms/%d", vmid)
+	if poolID != "" {
+		path = "/pool/" + poolID
 	}
+	set, _, err := s.configChanges(c, path)
 	if err != nil {
+		return nil, err
+	}
+	// The new VM joins its pool at the end of the task, as with a clone.
+	v := &vm{id: vmid, node: node, config: map[string]string{}, lock: "create"}
+	s.vms[vmid] = v
+	if err := s.applyConfig(v, set, nil); err != nil {
 		delete(s.vms, vmid)
 		return nil, err
 	}
 	return s.startTask(c, node, "qmcreate", strconv.Itoa(vmid), func() error {
-		v.lock = ""
+		v.lock, v.pool = "", poolID
 		s.publishLocked(v)
 		return nil
 	}, func() { s.removeVM(v) }), nil
@@ -486,7 +579,7 @@ func (s *Server) snapshotCreate(c *call) (any, error) {
 func (s *Server) rollback(c *call) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, err := s.vmFor(c, "VM.Snapshot.Rollback")
+	v, err := s.vmForAny(c, "VM.Snapshot", "VM.Snapshot.Rollback")
 	if err != nil {
 		return nil, err
 	}
@@ -550,6 +643,10 @@ func (s *Server) resize(c *call) (any, error) {
 	}
 	if gb < old {
 		return nil, fail(500, "shrinking disks is not supported")
+	}
+	sid, _, _ := strings.Cut(cur, ":")
+	if err := s.check(c.tok, "/storage/"+sid, "Datastore.AllocateSpace"); err != nil {
+		return nil, err
 	}
 	if err := lockedError(v); err != nil {
 		return nil, err

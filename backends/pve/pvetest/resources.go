@@ -41,8 +41,9 @@ func (s *Server) publishGoneLocked(vmid int) {
 	s.history = append(s.history, resourceVersion{at: time.Now(), vmid: vmid})
 }
 
-// resources answers GET /cluster/resources: VM rows the token may audit,
-// as of ResourceLag ago; pool only where it has Pool.Audit.
+// resources answers GET /cluster/resources: VM rows the token may audit
+// now, as they were ResourceLag ago (name, status); the pool as it is now,
+// only where the token has Pool.Audit on it.
 func (s *Server) resources(c *call) (any, error) {
 	typ := c.str("type")
 	if typ != "" && typ != "vm" && typ != "node" && typ != "storage" && typ != "pool" && typ != "sdn" {
@@ -90,8 +91,14 @@ func (s *Server) resources(c *call) (any, error) {
 			r["status"] = row.status
 			r["name"] = row.name
 		}
-		if row.pool != "" && s.can(c.tok, "/pool/"+row.pool, "Pool.Audit") {
-			r["pool"] = row.pool
+		// The pool comes from user.cfg, which is current; and PVE drops it
+		// for a token without Pool.Audit on that pool (Cluster.pm).
+		pool := row.pool
+		if v, ok := s.vms[id]; ok {
+			pool = v.pool
+		}
+		if pool != "" && s.can(c.tok, "/pool/"+pool, "Pool.Audit") {
+			r["pool"] = pool
 		}
 		if row.lock != "" {
 			r["lock"] = row.lock
@@ -123,17 +130,22 @@ func (s *Server) nextID(c *call) (any, error) {
 }
 
 // pools answers GET /pools: only pools with Pool.Audit are listed, but
-// ?poolid=X answers X with its members for anyone.
+// ?poolid=X answers X with all its members for anyone (PVE 8.1's Pool.pm
+// calls its Pool.Audit check with noerr and ignores the answer). Before
+// 8.1 (Options.NoPoolQuery) GET /pools takes no poolid.
 func (s *Server) poolList(c *call) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []map[string]any{}
+	if c.has("poolid") && s.opts.NoPoolQuery {
+		return nil, paramError("poolid", "property is not defined in schema and the schema does not allow additional properties")
+	}
 	if id := c.str("poolid"); id != "" {
 		p, ok := s.pools[id]
 		if !ok {
 			return nil, fail(500, "pool '%s' does not exist", id)
 		}
-		return []map[string]any{{"poolid": p.id, "comment": p.comment, "members": s.membersLocked(c.tok, p.id)}}, nil
+		return []map[string]any{{"poolid": p.id, "comment": p.comment, "members": s.membersLocked(p.id)}}, nil
 	}
 	ids := make([]string, 0, len(s.pools))
 	for id := range s.pools {
@@ -160,10 +172,10 @@ func (s *Server) poolGet(c *call) (any, error) {
 	if !ok {
 		return nil, fail(500, "pool '%s' does not exist", id)
 	}
-	return map[string]any{"comment": p.comment, "members": s.membersLocked(c.tok, id)}, nil
+	return map[string]any{"comment": p.comment, "members": s.membersLocked(id)}, nil
 }
 
-func (s *Server) membersLocked(tk *token, poolid string) []map[string]any {
+func (s *Server) membersLocked(poolid string) []map[string]any {
 	members := []map[string]any{}
 	ids := make([]int, 0)
 	for id, v := range s.vms {
@@ -172,11 +184,8 @@ func (s *Server) membersLocked(tk *token, poolid string) []map[string]any {
 		}
 	}
 	sort.Ints(ids)
-	for _, id := range ids {
+	for _, id := range ids { // not filtered by VM.Audit: PVE does not either
 		v := s.vms[id]
-		if !s.can(tk, fmt.Sprintf("/vms/%d", id), "VM.Audit") {
-			continue
-		}
 		members = append(members, map[string]any{"id": fmt.Sprintf("qemu/%d", id), "type": "qemu", "vmid": id,
 			"node": v.node, "name": v.name(), "status": v.status(), "template": b2i(v.template())})
 	}
@@ -226,6 +235,9 @@ func (s *Server) storageList(c *call) (any, error) {
 		if ct := c.str("content"); ct != "" && !s.storageHas(st.name, ct) {
 			continue
 		}
+		if s.checkAny(c.tok, "/storage/"+st.name, "Datastore.AllocateSpace", "Datastore.Audit") != nil {
+			continue // PVE lists only the storages the token may use or see
+		}
 		out = append(out, map[string]any{"storage": st.name, "type": st.typ, "content": st.content,
 			"active": 1, "enabled": 1, "shared": 0})
 	}
@@ -240,6 +252,9 @@ func (s *Server) storageContent(c *call) (any, error) {
 		return nil, err
 	}
 	name := c.vars["storage"]
+	if err := s.checkAny(c.tok, "/storage/"+name, "Datastore.AllocateSpace", "Datastore.Audit"); err != nil {
+		return nil, err
+	}
 	for _, st := range s.storages {
 		if st.name != name {
 			continue

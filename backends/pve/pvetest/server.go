@@ -16,9 +16,17 @@
 //	// reach srv.URL with token, trusting srv.CAFile
 //
 // It models the API surface poligon uses, as documented in
-// reference/protocols.md; it is not a Proxmox cluster and was not checked
-// against one. Every running VM's agent is the one qemu-ga (commands run on
-// this host as the test user) and every VM's screen the one QEMU's.
+// reference/protocols.md and read in pve-manager and qemu-server: a VM's
+// pool in /cluster/resources only with Pool.Audit on it; GET
+// /pools?poolid= members for any token (PVE >= 8.1; Options.NoPoolQuery
+// for older); a clone or a created VM joining its pool only when its task
+// ends, so that until then no token with rights only on the pool sees it;
+// Datastore.AllocateSpace checked on the storages new disks use (a pool's
+// privileges reach the storages in it, AddPoolStorage); the agent
+// endpoints allowed by PVE 8's VM.Monitor or PVE 9's VM.GuestAgent.*. It is
+// not a Proxmox cluster and was not checked against one. Every running
+// VM's agent is the one qemu-ga (commands run on this host as the test
+// user) and every VM's screen the one QEMU's.
 package pvetest
 
 import (
@@ -60,6 +68,10 @@ type Options struct {
 	// running VM's vncwebsocket proxies to it. The test is skipped when
 	// qemu-system-x86_64 is missing.
 	Console bool
+	// NoPoolQuery models PVE before 8.1: GET /pools takes no poolid
+	// parameter (400), so a pool's members are only at the deprecated
+	// GET /pools/{poolid}, which needs Pool.Audit.
+	NoPoolQuery bool
 }
 
 // Server is a running test server. Its model is changed through the
@@ -89,13 +101,14 @@ type Server struct {
 	tasks       map[string]*task
 	taskPID     int
 	taskDur     map[string]time.Duration
+	held        map[string]bool // task types HoldTasks keeps running
 	taskFaults  map[string][]taskFault
 	faults      []*Fault
 	hits        map[string]int
 	tickets     map[string]*ticket
 	expireNext  int
 	agentBusy   int
-	wsConns     map[*websocket.Conn]struct{}
+	wsConns     map[*websocket.Conn]int // open console websockets -> vmid
 	wsAccepted  int
 	agent       *agentProc
 	console     *qemuProc
@@ -118,9 +131,9 @@ func New(t testing.TB, opts Options) *Server {
 	s := &Server{
 		t: t, opts: opts,
 		vms: map[int]*vm{}, pools: map[string]*pool{}, tokens: map[string]*token{},
-		tasks: map[string]*task{}, taskPID: 0x1000, taskDur: map[string]time.Duration{},
+		tasks: map[string]*task{}, taskPID: 0x1000, taskDur: map[string]time.Duration{}, held: map[string]bool{},
 		taskFaults: map[string][]taskFault{}, hits: map[string]int{}, tickets: map[string]*ticket{},
-		wsConns: map[*websocket.Conn]struct{}{},
+		wsConns: map[*websocket.Conn]int{},
 		storages: []*storage{
 			{name: "local", content: "iso,vztmpl,backup", typ: "dir"},
 			{name: "local-lvm", content: "images,rootdir", typ: "lvmthin"},
@@ -191,6 +204,18 @@ func (s *Server) Hits(method, pathPrefix string) int {
 		}
 	}
 	return n
+}
+
+// RequestCounts answers how many requests each "METHOD path" had so far:
+// take it before and after a call to see what the call asked.
+func (s *Server) RequestCounts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.hits))
+	for k, n := range s.hits {
+		out[k] = n
+	}
+	return out
 }
 
 // Requests lists "METHOD path" of every request path seen, sorted (for

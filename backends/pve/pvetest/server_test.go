@@ -84,7 +84,8 @@ func newAdmin(t *testing.T, opts Options) (*Server, *client) {
 	s.AddPool("lab")
 	s.AddTemplate(9000, "debian-12")
 	tok := s.AddToken("alice@pve!t", Grant{Path: "/pool/lab", Privs: append(VMAdmin, PoolAudit...)},
-		Grant{Path: "/vms/9000", Privs: TemplateUser})
+		Grant{Path: "/vms/9000", Privs: TemplateUser}, Grant{Path: "/storage", Privs: DatastoreUser},
+		Grant{Path: "/sdn/zones/localnetwork", Privs: SDNUser})
 	return s, newClient(t, s, tok)
 }
 
@@ -142,8 +143,9 @@ func TestCloneWithJSONAndFormBodies(t *testing.T) {
 	if !strings.HasPrefix(upid, "UPID:pve1:") || !strings.HasSuffix(upid, ":qmclone:9000:alice@pve!t:") {
 		t.Errorf("UPID %q", upid)
 	}
+	// Like qemu-server, a clone joins its pool only when its task ends.
 	for _, id := range []int{100, 101} {
-		if vm, ok := s.VM(id); !ok || vm.Pool != "lab" || vm.Lock != "clone" {
+		if vm, ok := s.VM(id); !ok || vm.Pool != "" || vm.Lock != "clone" {
 			t.Errorf("vm %d right after the clone: %+v", id, vm)
 		}
 	}
@@ -152,12 +154,111 @@ func TestCloneWithJSONAndFormBodies(t *testing.T) {
 	if len(rows) != 1 || rows[0]["vmid"] != 9000.0 {
 		t.Errorf("resources with an hour of lag: %v", rows)
 	}
-	var members []struct {
+	type pool struct {
 		Members []map[string]any `json:"members"`
+	}
+	var members []pool
+	c.do("GET", "/pools?poolid=lab", nil, nil).data(t, &members)
+	if len(members) != 1 || len(members[0].Members) != 0 {
+		t.Errorf("pool members during the clones: %+v", members)
+	}
+	waitTask(t, c, upid)
+	for _, id := range []int{100, 101} {
+		if vm, ok := s.VM(id); !ok || vm.Pool != "lab" || vm.Lock != "" {
+			t.Errorf("vm %d after the clone: %+v", id, vm)
+		}
 	}
 	c.do("GET", "/pools?poolid=lab", nil, nil).data(t, &members)
 	if len(members) != 1 || len(members[0].Members) != 2 {
 		t.Errorf("pool members (not lagged): %+v", members)
+	}
+}
+
+// waitTask polls a task's status until it stopped.
+func waitTask(t *testing.T, c *client, upid string) {
+	t.Helper()
+	node := strings.Split(upid, ":")[1]
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var st map[string]any
+		c.do("GET", "/nodes/"+node+"/tasks/"+url.PathEscape(upid)+"/status", nil, nil).data(t, &st)
+		if st["status"] == "stopped" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s still running", upid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// What a token without Pool.Audit sees of its own pool, as pve-manager and
+// qemu-server answer it: no pool in /cluster/resources, the members through
+// ?poolid= (not /pools/{id}), and a VM it is cloning not at all until the
+// clone joined the pool.
+func TestPoolsWithoutPoolAudit(t *testing.T) {
+	s, admin := newAdmin(t, Options{})
+	role := append(append([]string{"VM.Allocate", "VM.Audit", "VM.Clone", "VM.Console", "VM.PowerMgmt", "VM.Snapshot", "Datastore.AllocateSpace"},
+		VMConfig...), GuestAgent...)
+	c := newClient(t, s, s.AddToken("erin@pve!t", Grant{Path: "/pool/lab", Privs: role},
+		Grant{Path: "/vms/9000", Privs: TemplateUser}, Grant{Path: "/sdn/zones/localnetwork/vmbr0", Privs: SDNUser}))
+	s.SetTaskDuration("qmclone", time.Hour)
+	clone := map[string]any{"newid": 100, "name": "e-1", "pool": "lab", "full": 1}
+	// Datastore.AllocateSpace on the pool covers only the storages in it.
+	if a := c.do("POST", "/nodes/pve1/qemu/9000/clone", nil, clone); a.status != 403 || a.reason != "Permission check failed (/storage/local-lvm, Datastore.AllocateSpace)" {
+		t.Errorf("a clone onto a storage outside the pool: %d %q", a.status, a.reason)
+	}
+	s.AddPoolStorage("lab", "local-lvm")
+	noBridge := newClient(t, s, s.AddToken("frank@pve!t", Grant{Path: "/pool/lab", Privs: role},
+		Grant{Path: "/vms/9000", Privs: TemplateUser}))
+	if a := noBridge.do("POST", "/nodes/pve1/qemu/9000/clone", nil, clone); a.status != 403 || a.reason != "Permission check failed (/sdn/zones/localnetwork/vmbr0, SDN.Use)" {
+		t.Errorf("a clone without SDN.Use on its bridge: %d %q", a.status, a.reason)
+	}
+	var upid string
+	if a := c.do("POST", "/nodes/pve1/qemu/9000/clone", nil, clone); a.status != 200 {
+		t.Fatalf("clone: %d %q", a.status, a.reason)
+	} else {
+		a.data(t, &upid)
+	}
+	if a := c.do("GET", "/nodes/pve1/qemu/100/config", nil, nil); a.status != 403 {
+		t.Errorf("the cloning token reads the config of its clone in progress: %d", a.status)
+	}
+	var task map[string]any
+	a := c.do("GET", "/nodes/pve1/tasks/"+url.PathEscape(upid)+"/status", nil, nil)
+	a.data(t, &task)
+	if task["status"] != "running" {
+		t.Errorf("its own clone task %q: %v %d %q", upid, task, a.status, a.reason)
+	}
+	s.AddVM(VM{VMID: 150, Name: "e-2", Pool: "lab"})
+	var rows []map[string]any
+	c.do("GET", "/cluster/resources?type=vm", nil, nil).data(t, &rows)
+	for _, r := range rows {
+		if r["vmid"] == 150.0 && r["pool"] != nil {
+			t.Errorf("a row shows the pool without Pool.Audit: %v", r)
+		}
+	}
+	// With Pool.Audit the row shows it; the clone in progress is in no
+	// pool yet, so not even the pool's admin sees it.
+	admin.do("GET", "/cluster/resources?type=vm", nil, nil).data(t, &rows)
+	if len(rows) != 2 || rows[0]["vmid"] != 150.0 || rows[0]["pool"] != "lab" || rows[1]["vmid"] != 9000.0 {
+		t.Errorf("rows with Pool.Audit: %v", rows)
+	}
+	var members []struct {
+		Members []map[string]any `json:"members"`
+	}
+	c.do("GET", "/pools?poolid=lab", nil, nil).data(t, &members)
+	if len(members) != 1 || len(members[0].Members) != 1 || members[0].Members[0]["vmid"] != 150.0 {
+		t.Errorf("?poolid= without Pool.Audit: %+v", members)
+	}
+	if a := c.do("GET", "/pools/lab", nil, nil); a.status != 403 {
+		t.Errorf("/pools/lab without Pool.Audit: %d", a.status)
+	}
+
+	old := New(t, Options{NoPoolQuery: true})
+	old.AddPool("lab")
+	oc := newClient(t, old, old.AddToken("erin@pve!t", Grant{Path: "/pool/lab", Privs: role}))
+	if a := oc.do("GET", "/pools?poolid=lab", nil, nil); a.status != 400 {
+		t.Errorf("?poolid= before PVE 8.1: %d", a.status)
 	}
 }
 

@@ -13,6 +13,7 @@ type task struct {
 	done                      bool
 	exit                      string
 	timer                     *time.Timer
+	end                       func() // a held task's ending, run by ReleaseTasks
 }
 
 type taskFault struct {
@@ -49,6 +50,32 @@ func (s *Server) SetTaskDuration(typ string, d time.Duration) {
 	s.taskDur[typ] = d
 }
 
+// HoldTasks keeps every task of type typ started from now on running
+// until ReleaseTasks: a test then sees "still running" because the task
+// is, not because it happened to outlast a wait.
+func (s *Server) HoldTasks(typ string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held[typ] = true
+}
+
+// ReleaseTasks ends the held tasks of type typ (as their duration would
+// have) and stops holding new ones.
+func (s *Server) ReleaseTasks(typ string) {
+	s.mu.Lock()
+	delete(s.held, typ)
+	var ends []func()
+	for _, t := range s.tasks {
+		if t.typ == typ && t.end != nil {
+			ends, t.end = append(ends, t.end), nil
+		}
+	}
+	s.mu.Unlock()
+	for _, end := range ends {
+		end()
+	}
+}
+
 // startTask starts a worker task and answers its UPID. ok is the task's
 // effect, applied when it ends (an error fails the task); failed undoes
 // what the API call did up front when the task fails. s.mu is held.
@@ -66,7 +93,7 @@ func (s *Server) startTask(c *call, node, typ, id string, ok func() error, faile
 	if !has {
 		d = s.opts.TaskDuration
 	}
-	t.timer = time.AfterFunc(d, func() {
+	end := func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.closed {
@@ -96,7 +123,12 @@ func (s *Server) startTask(c *call, node, typ, id string, ok func() error, faile
 			failed()
 		}
 		s.logf("task %s ended: %s", t.upid, t.exit)
-	})
+	}
+	if s.held[typ] {
+		t.end = end
+	} else {
+		t.timer = time.AfterFunc(d, end)
+	}
 	return t.upid
 }
 
