@@ -3,6 +3,8 @@ package hostapi
 import (
 	"errors"
 	"fmt"
+
+	"github.com/poligon/poligon/backends"
 )
 
 // Error is a refusal or failure the caller (a model, a script author) should
@@ -39,11 +41,22 @@ func wrap(err error, hint, format string, args ...any) error {
 	return &Error{Message: msg + err.Error(), Hint: hint, Err: err}
 }
 
-// HintOf answers the hint of an error chain, or "".
+// HintOf answers the hint of an error chain: the first *Error's, else the
+// one its backend attached (backends.Hinted), else one from the kind of
+// failure, or "".
 func HintOf(err error) string {
 	var e *Error
-	if errors.As(err, &e) {
+	if errors.As(err, &e) && e.Hint != "" {
 		return e.Hint
+	}
+	if h := backends.HintOf(err); h != "" {
+		return h
+	}
+	switch {
+	case errors.Is(err, backends.ErrExists):
+		return "the name is taken: pick another one"
+	case errors.Is(err, backends.ErrNotFound):
+		return "check the name or id above; vm_list_my_vms, vm_list_templates and iso_list list what exists"
 	}
 	return ""
 }

@@ -99,13 +99,13 @@ func SaveEvidence(dir, path string, data []byte) (string, error) {
 }
 
 // SaveShot saves a frame as a full-size PNG in the evidence directory.
-func (s *Session) SaveShot(f Frame, path string) (string, error) {
-	if _, err := EvidencePath(s.env.Evidence, path); err != nil {
+func (c *Caller) SaveShot(f Frame, path string) (string, error) {
+	if _, err := EvidencePath(c.env.Evidence, path); err != nil {
 		return "", err
 	}
 	data, _, err := f.PNG(1)
 	if err != nil {
 		return "", err
 	}
-	return SaveEvidence(s.env.Evidence, path, data)
+	return SaveEvidence(c.env.Evidence, path, data)
 }

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/hostapi/calls"
 )
 
 // ExecResult is a finished guest command.
@@ -26,21 +27,15 @@ type ExecResult struct {
 }
 
 // shellArgs wraps a command for /bin/sh with umask 022 (qemu-ga's own 077
-// makes files written with > invisible to a desktop user). A command with
-// non-ASCII bytes travels base64-encoded and is decoded by the guest's own
-// shell: such bytes never came back through qemu-ga 8.2 via Proxmox.
+// makes files written with > invisible to a desktop user). Bytes that a
+// backend's transport cannot carry (non-ASCII through Proxmox) are the
+// backend's to encode.
 func shellArgs(command string) []string {
-	for i := 0; i < len(command); i++ {
-		if command[i] >= 0x80 {
-			b64 := base64.StdEncoding.EncodeToString([]byte(command))
-			return []string{"-c", `umask 022; eval "$(echo ` + b64 + ` | base64 -d)"`}
-		}
-	}
 	return []string{"-c", "umask 022\n" + command}
 }
 
 func (v *VM) guest() (backends.Guest, error) {
-	return backends.As[backends.Guest](v.s.be, "guest agent")
+	return backends.As[backends.Guest](v.c.be, "guest agent")
 }
 
 // agentError explains an agent failure to the caller.
@@ -58,9 +53,13 @@ func (v *VM) agentError(err error) error {
 	return wrap(err, "", "vmid %d guest agent", v.info.VMID)
 }
 
-// retryAgent calls fn until it succeeds, fails for another reason than an
-// agent that does not answer (yet), or ctx ends: an agent busy with IO, or
-// still starting, is waited for rather than reported.
+// retryAgent is the one place agent calls are retried (backends send each
+// request once): it calls fn until it succeeds, fails for another reason
+// than an agent that does not answer (yet), or ctx ends, so an agent busy
+// with IO or still starting is waited for rather than reported. Only calls
+// that are safe to repeat go through it (ping, exec status, file read): a
+// state-changing call (exec start, file write) is sent once, after a ping
+// has found the agent answering.
 func retryAgent(ctx context.Context, fn func(ctx context.Context) error) error {
 	for delay := 200 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -79,18 +78,17 @@ func retryAgent(ctx context.Context, fn func(ctx context.Context) error) error {
 	}
 }
 
+// waitAgent waits until the agent answers a ping, within ctx.
+func (v *VM) waitAgent(ctx context.Context, g backends.Guest) error {
+	if err := retryAgent(ctx, func(ctx context.Context) error { return g.GuestPing(ctx, v.info.VMID) }); err != nil {
+		return v.agentError(err)
+	}
+	return nil
+}
+
 // Exec runs a shell command as root in the guest and waits for it, at most
 // timeout (default 120 s).
 func (v *VM) Exec(ctx context.Context, command string, timeout time.Duration) (ExecResult, error) {
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return ExecResult{}, err
-	}
-	defer release()
-	return v.exec(ctx, command, timeout)
-}
-
-func (v *VM) exec(ctx context.Context, command string, timeout time.Duration) (ExecResult, error) {
 	return v.execArgs(ctx, "/bin/sh", shellArgs(command), timeout, command)
 }
 
@@ -100,15 +98,14 @@ func (v *VM) execArgs(ctx context.Context, path string, args []string, timeout t
 		return ExecResult{}, err
 	}
 	if timeout <= 0 {
-		timeout = 120 * time.Second
+		timeout = calls.DefaultSeconds(calls.Exec, "timeout")
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// Wait for the agent with pings, which are safe to repeat; then start
-	// the command once: a guest-exec that went out unanswered may have run.
-	if err := retryAgent(ctx, func(ctx context.Context) error { return g.GuestPing(ctx, v.info.VMID) }); err != nil {
-		return ExecResult{}, v.agentError(err)
+	if err := v.waitAgent(ctx, g); err != nil {
+		return ExecResult{}, err
 	}
+	// Once: a guest-exec that went out unanswered may have run.
 	pid, err := g.ExecStart(ctx, v.info.VMID, backends.ExecRequest{Path: path, Args: args})
 	if err != nil {
 		return ExecResult{}, v.agentError(err)
@@ -186,17 +183,12 @@ const runDir = "/var/tmp/poligon-run"
 // finished run is reported, not repeated, unless restart is set. An agent
 // that stops answering (the command rebooted the guest) is waited for.
 func (v *VM) Run(ctx context.Context, command string, wait float64, restart bool) (RunState, error) {
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return RunState{}, err
-	}
-	defer release()
 	sum := sha256.Sum256([]byte(command))
 	dir := runDir + "/" + hex.EncodeToString(sum[:8])
 	b64 := base64.StdEncoding.EncodeToString([]byte(command))
-	limit := v.s.clampWait(wait)
+	limit := v.c.clampWait(wait)
 	deadline := time.Now().Add(limit)
-	stop := v.s.reportWhile(ctx, fmt.Sprintf("waiting for %s on vmid %d", shorten(command, 60), v.info.VMID), limit)
+	stop := v.c.reportWhile(ctx, fmt.Sprintf("waiting for %s on vmid %d", shorten(command, 60), v.info.VMID), limit)
 	defer stop()
 	action := "start"
 	if restart {
@@ -257,11 +249,16 @@ func parseRunState(out string) RunState {
 	return st
 }
 
+// fileTimeout bounds a file read or write, the wait for an agent that does
+// not answer yet included: a call must not wait for ever on a VM whose
+// agent never comes.
+const fileTimeout = 2 * time.Minute
+
 // ReadFile reads up to max bytes (default 16384) of a guest file from
 // offset, and answers the file's size.
 func (v *VM) ReadFile(ctx context.Context, path string, offset, max int64) ([]byte, int64, error) {
 	if max <= 0 {
-		max = 16384
+		max = int64(calls.DefaultInt(calls.ReadFile, "max"))
 	}
 	if offset < 0 {
 		return nil, 0, Failf("offset counts bytes from the start of the file", "offset %d is negative", offset)
@@ -270,12 +267,14 @@ func (v *VM) ReadFile(ctx context.Context, path string, offset, max int64) ([]by
 	if err != nil {
 		return nil, 0, err
 	}
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer release()
-	data, size, err := g.ReadFile(ctx, v.info.VMID, path, offset, max)
+	ctx, cancel := context.WithTimeout(ctx, fileTimeout)
+	defer cancel()
+	var data []byte
+	var size int64
+	err = retryAgent(ctx, func(ctx context.Context) (err error) {
+		data, size, err = g.ReadFile(ctx, v.info.VMID, path, offset, max)
+		return err
+	})
 	if err != nil {
 		return nil, 0, v.fileError(err, path)
 	}
@@ -288,12 +287,12 @@ func (v *VM) WriteFile(ctx context.Context, path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
+	ctx, cancel := context.WithTimeout(ctx, fileTimeout)
+	defer cancel()
+	if err := v.waitAgent(ctx, g); err != nil {
 		return err
 	}
-	defer release()
-	if err := g.WriteFile(ctx, v.info.VMID, path, data); err != nil {
+	if err := g.WriteFile(ctx, v.info.VMID, path, data); err != nil { // once: see retryAgent
 		return v.fileError(err, path)
 	}
 	return nil
@@ -310,7 +309,7 @@ func (v *VM) fileError(err error, path string) error {
 // (capped at MaxWait in a tool call). It answers whether it did and how
 // long it took.
 func (v *VM) WaitBoot(ctx context.Context, timeout float64) (bool, time.Duration, error) {
-	limit := v.s.clampWait(timeout)
+	limit := v.c.clampWait(timeout)
 	g, err := v.guest()
 	if err != nil {
 		return false, 0, err
@@ -318,7 +317,7 @@ func (v *VM) WaitBoot(ctx context.Context, timeout float64) (bool, time.Duration
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	stop := v.s.reportWhile(ctx, fmt.Sprintf("waiting for the guest agent of vmid %d", v.info.VMID), limit)
+	stop := v.c.reportWhile(ctx, fmt.Sprintf("waiting for the guest agent of vmid %d", v.info.VMID), limit)
 	defer stop()
 	for {
 		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
@@ -359,13 +358,8 @@ type GUIResult struct {
 // locale.
 func (v *VM) ExecGUI(ctx context.Context, command, user string) (GUIResult, error) {
 	if user == "" {
-		user = "test"
+		user = calls.DefaultString(calls.ExecGUI, "user")
 	}
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return GUIResult{}, err
-	}
-	defer release()
 	b64 := base64.StdEncoding.EncodeToString([]byte(command))
 	res, err := v.execArgs(ctx, "/bin/sh", []string{"-c", guiScript, "poligon-gui", user, b64}, 30*time.Second, "vm_exec_gui")
 	if err != nil {

@@ -19,11 +19,6 @@ func inputBudget(textLen int) time.Duration {
 
 // input runs fn on the VM's console under its lock.
 func (v *VM) input(ctx context.Context, budget time.Duration, fn func(context.Context, backends.Screen) error) error {
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return err
-	}
-	defer release()
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	s, err := v.screen(ctx)

@@ -30,8 +30,8 @@ func (r TaskResult) Err() error {
 
 // Templates lists the clonable templates; names containing not-for-clone
 // are hidden.
-func (s *Session) Templates(ctx context.Context) ([]backends.Template, error) {
-	lc, err := s.lifecycle()
+func (c *Caller) Templates(ctx context.Context) ([]backends.Template, error) {
+	lc, err := c.lifecycle()
 	if err != nil {
 		return nil, err
 	}
@@ -52,8 +52,8 @@ func (s *Session) Templates(ctx context.Context) ([]backends.Template, error) {
 }
 
 // MyVMs lists the caller's VMs.
-func (s *Session) MyVMs(ctx context.Context) ([]backends.VM, error) {
-	lc, err := s.lifecycle()
+func (c *Caller) MyVMs(ctx context.Context) ([]backends.VM, error) {
+	lc, err := c.lifecycle()
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (s *Session) MyVMs(ctx context.Context) ([]backends.VM, error) {
 	}
 	var mine []backends.VM
 	for _, vm := range vms {
-		if s.owns(vm) {
+		if c.owns(vm) {
 			mine = append(mine, vm)
 		}
 	}
@@ -83,13 +83,13 @@ type CloneResult struct {
 // Clone clones a template as <owner>-repro-<name> and waits up to wait for
 // the copy. A name already taken answers the existing VM instead of a
 // second clone.
-func (s *Session) Clone(ctx context.Context, template int, name string, full bool, pool string, wait float64) (CloneResult, error) {
-	lc, err := s.lifecycle()
+func (c *Caller) Clone(ctx context.Context, template int, name string, full bool, pool string, wait float64) (CloneResult, error) {
+	lc, err := c.lifecycle()
 	if err != nil {
 		return CloneResult{}, err
 	}
-	fullName := s.VMName(name)
-	tpls, err := s.Templates(ctx)
+	fullName := c.VMName(name)
+	tpls, err := c.Templates(ctx)
 	if err != nil {
 		return CloneResult{}, err
 	}
@@ -102,7 +102,7 @@ func (s *Session) Clone(ctx context.Context, template int, name string, full boo
 	if tpl == nil {
 		return CloneResult{}, Failf("vm_list_templates lists the templates you can clone", "template %d not found", template)
 	}
-	if pool, err = s.pickPool(pool); err != nil {
+	if pool, err = c.pickPool(pool); err != nil {
 		return CloneResult{}, err
 	}
 	vms, err := lc.VMs(ctx)
@@ -115,7 +115,7 @@ func (s *Session) Clone(ctx context.Context, template int, name string, full boo
 			if cur, err := lc.VM(ctx, vm.VMID); errors.Is(err, backends.ErrNotFound) || err == nil && cur.Name != fullName {
 				continue
 			}
-			if !s.owns(vm) {
+			if !c.owns(vm) {
 				return CloneResult{}, Failf("pick another name", "a VM named %s exists (vmid %d) but is not yours", fullName, vm.VMID)
 			}
 			return CloneResult{VMID: vm.VMID, Name: vm.Name, Node: vm.Node, Existed: true, Task: TaskResult{Done: true}}, nil
@@ -129,55 +129,55 @@ func (s *Session) Clone(ctx context.Context, template int, name string, full boo
 		return CloneResult{}, wrap(err, "", "clone template %d", template)
 	}
 	res := CloneResult{VMID: vmid, Name: fullName, Node: tpl.Node}
-	res.Task, err = s.waitTask(ctx, task.ID, wait)
+	res.Task, err = c.waitTask(ctx, task.ID, wait)
 	return res, err
 }
 
 // pickPool answers the pool to create VMs in: the requested one if it is
 // the caller's, else the caller's only pool.
-func (s *Session) pickPool(pool string) (string, error) {
-	if s.pools == nil {
+func (c *Caller) pickPool(pool string) (string, error) {
+	if c.pools == nil {
 		return pool, nil
 	}
 	switch {
 	case pool != "":
-		for _, p := range s.pools {
+		for _, p := range c.pools {
 			if p == pool {
 				return pool, nil
 			}
 		}
-		return "", Failf("your pools: "+strings.Join(s.pools, ", "), "pool %q is not one of yours", pool)
-	case len(s.pools) == 1:
-		return s.pools[0], nil
+		return "", Failf("your pools: "+strings.Join(c.pools, ", "), "pool %q is not one of yours", pool)
+	case len(c.pools) == 1:
+		return c.pools[0], nil
 	default:
-		return "", Failf("pass pool=<one of "+strings.Join(s.pools, ", ")+">", "you have several pools: say which")
+		return "", Failf("pass pool=<one of "+strings.Join(c.pools, ", ")+">", "you have several pools: say which")
 	}
 }
 
 // WaitTask waits up to wait seconds (capped at MaxWait) for a task the
 // caller names: one of a VM of theirs.
-func (s *Session) WaitTask(ctx context.Context, upid string, wait float64) (TaskResult, error) {
-	tasks, err := backends.As[backends.Tasks](s.be, "tasks")
+func (c *Caller) WaitTask(ctx context.Context, upid string, wait float64) (TaskResult, error) {
+	tasks, err := backends.As[backends.Tasks](c.be, "tasks")
 	if err != nil {
 		return TaskResult{}, err
 	}
-	if err := s.ownsTask(ctx, tasks, upid); err != nil {
+	if err := c.ownsTask(ctx, tasks, upid); err != nil {
 		return TaskResult{}, err
 	}
-	return s.waitTask(ctx, upid, wait)
+	return c.waitTask(ctx, upid, wait)
 }
 
-// waitTask waits for a task this session started.
-func (s *Session) waitTask(ctx context.Context, upid string, wait float64) (TaskResult, error) {
-	tasks, err := backends.As[backends.Tasks](s.be, "tasks")
+// waitTask waits for a task this caller started.
+func (c *Caller) waitTask(ctx context.Context, upid string, wait float64) (TaskResult, error) {
+	tasks, err := backends.As[backends.Tasks](c.be, "tasks")
 	if err != nil {
 		return TaskResult{}, err
 	}
-	limit := s.clampWait(wait)
+	limit := c.clampWait(wait)
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	stopProgress := s.reportWhile(wctx, "waiting for task "+upid, limit)
+	stopProgress := c.reportWhile(wctx, "waiting for task "+upid, limit)
 	st, err := tasks.WaitTask(wctx, upid)
 	stopProgress()
 	if err != nil {
@@ -192,25 +192,25 @@ func (s *Session) waitTask(ctx context.Context, upid string, wait float64) (Task
 // ownsTask refuses a task of a VM that exists and is not the caller's: task
 // ids are easy to guess, their status is the owner's business. A task of a
 // VM that is gone (a destroy) is answered.
-func (s *Session) ownsTask(ctx context.Context, tasks backends.Tasks, upid string) error {
+func (c *Caller) ownsTask(ctx context.Context, tasks backends.Tasks, upid string) error {
 	st, err := tasks.TaskStatus(ctx, upid)
 	if err != nil || st.VMID == 0 {
 		return nil // WaitTask reports an unknown task itself
 	}
-	lc, err := s.lifecycle()
+	lc, err := c.lifecycle()
 	if err != nil {
 		return nil
 	}
 	vm, err := lc.VM(ctx, st.VMID)
-	if err == nil && !s.owns(vm) && !vm.Template {
+	if err == nil && !c.owns(vm) && !vm.Template {
 		return Failf(notFoundHint, "task %s is about vmid %d, which is not yours", upid, st.VMID)
 	}
 	return nil
 }
 
 // reportWhile sends a progress line every 2 s until stopped.
-func (s *Session) reportWhile(ctx context.Context, what string, total time.Duration) (stop func()) {
-	if s.progress == nil {
+func (c *Caller) reportWhile(ctx context.Context, what string, total time.Duration) (stop func()) {
+	if c.progress == nil {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -225,7 +225,7 @@ func (s *Session) reportWhile(ctx context.Context, what string, total time.Durat
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				s.progress(what, time.Since(start), total)
+				c.progress(what, time.Since(start), total)
 			}
 		}
 	}()
@@ -235,20 +235,15 @@ func (s *Session) reportWhile(ctx context.Context, what string, total time.Durat
 // task runs a VM lifecycle operation under the VM's lock and waits up to
 // wait seconds for it.
 func (v *VM) task(ctx context.Context, wait float64, what string, op func(backends.Lifecycle) (backends.Task, error)) (TaskResult, error) {
-	lc, err := v.s.lifecycle()
+	lc, err := v.c.lifecycle()
 	if err != nil {
 		return TaskResult{}, err
 	}
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return TaskResult{}, err
-	}
-	defer release()
 	task, err := op(lc)
 	if err != nil {
 		return TaskResult{}, wrap(err, "", "%s vmid %d", what, v.info.VMID)
 	}
-	return v.s.waitTask(ctx, task.ID, wait)
+	return v.c.waitTask(ctx, task.ID, wait)
 }
 
 // Start boots the VM.
@@ -268,7 +263,7 @@ func (v *VM) Destroy(ctx context.Context, wait float64) (TaskResult, error) {
 
 // Snapshot saves the VM's state under name.
 func (v *VM) Snapshot(ctx context.Context, name string, wait float64) (TaskResult, error) {
-	sn, err := backends.As[backends.Snapshots](v.s.be, "snapshots")
+	sn, err := backends.As[backends.Snapshots](v.c.be, "snapshots")
 	if err != nil {
 		return TaskResult{}, err
 	}
@@ -277,16 +272,16 @@ func (v *VM) Snapshot(ctx context.Context, name string, wait float64) (TaskResul
 
 // Rollback restores a snapshot and starts the VM.
 func (v *VM) Rollback(ctx context.Context, name string, wait float64) (TaskResult, error) {
-	sn, err := backends.As[backends.Snapshots](v.s.be, "snapshots")
+	sn, err := backends.As[backends.Snapshots](v.c.be, "snapshots")
 	if err != nil {
 		return TaskResult{}, err
 	}
 	return v.task(ctx, wait, "rollback", func(backends.Lifecycle) (backends.Task, error) { return sn.Rollback(ctx, v.info.VMID, name) })
 }
 
-// VM is a machine the caller owns, bound to a session.
+// VM is a machine the caller owns, with its lock held (Caller.LockVM).
 type VM struct {
-	s    *Session
+	c    *Caller
 	info backends.VM
 }
 
@@ -296,7 +291,7 @@ func (v *VM) ID() int { return v.info.VMID }
 // Info answers the VM as the backend described it when it was checked.
 func (v *VM) Info() backends.VM { return v.info }
 
-// Session answers the session the VM is bound to.
-func (v *VM) Session() *Session { return v.s }
+// Caller answers the caller the VM is bound to.
+func (v *VM) Caller() *Caller { return v.c }
 
 func (v *VM) String() string { return fmt.Sprintf("vmid %d (%s)", v.info.VMID, v.info.Name) }

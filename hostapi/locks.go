@@ -45,12 +45,14 @@ func (l *Locks) slot(key string) chan struct{} {
 }
 
 // Acquire takes the lock of vmid on bench, waiting at most wait; it answers
-// the release function, or an error saying the VM is busy.
+// the release function, or an error saying the VM is busy (errors.Is
+// ErrBusy). A free lock is taken at once, whatever the wait: Acquire with
+// wait 0 is a try.
 func (l *Locks) Acquire(ctx context.Context, bench string, vmid int, wait time.Duration) (func(), error) {
 	deadline := time.Now().Add(wait)
 	ch := l.slot(lockKey(bench, vmid))
 	select {
-	case ch <- struct{}{}: // free: taken at once, whatever the wait
+	case ch <- struct{}{}:
 	default:
 		timer := time.NewTimer(wait)
 		defer timer.Stop()
@@ -77,6 +79,9 @@ func (l *Locks) Acquire(ctx context.Context, bench string, vmid int, wait time.D
 		})
 	}, nil
 }
+
+// ErrBusy marks a lock another call (or another poligon process) holds.
+var ErrBusy = errors.New("vm is busy")
 
 // lockFile takes the flock of vmid's file, polling until deadline: flock
 // has no timeout of its own.
@@ -106,8 +111,10 @@ func (l *Locks) lockFile(ctx context.Context, bench string, vmid int, deadline t
 		}
 		if time.Now().After(deadline) {
 			file.Close()
-			return nil, Failf("another poligon process on this machine is using the VM (a `poligon run`, or a second server): wait for it, then call again",
+			e := Failf("another poligon process on this machine is using the VM (a `poligon run`, or a second server): wait for it, then call again",
 				"vmid %d is busy", vmid)
+			e.Err = ErrBusy
+			return nil, e
 		}
 		select {
 		case <-ctx.Done():
@@ -119,8 +126,10 @@ func (l *Locks) lockFile(ctx context.Context, bench string, vmid int, deadline t
 }
 
 func errBusy(vmid int) error {
-	return Failf("wait for the other call on this VM to finish (a script run holds the VM for all its steps), then call again",
+	e := Failf("wait for the other call on this VM to finish (a script run holds the VM for all its steps), then call again",
 		"vmid %d is busy", vmid)
+	e.Err = ErrBusy
+	return e
 }
 
 func errCancelledWaiting(ctx context.Context, vmid int) error {

@@ -7,13 +7,13 @@ import (
 	"github.com/poligon/poligon/backends"
 )
 
-func (s *Session) media() (backends.Media, error) {
-	return backends.As[backends.Media](s.be, "installer media")
+func (c *Caller) media() (backends.Media, error) {
+	return backends.As[backends.Media](c.be, "installer media")
 }
 
 // ISOs lists the installer images of a storage ("" = the default).
-func (s *Session) ISOs(ctx context.Context, storage string) ([]backends.ISO, error) {
-	m, err := s.media()
+func (c *Caller) ISOs(ctx context.Context, storage string) ([]backends.ISO, error) {
+	m, err := c.media()
 	if err != nil {
 		return nil, err
 	}
@@ -32,16 +32,16 @@ type ISOVM struct {
 
 // CreateFromISO creates <owner>-repro-<name> with empty disks and the ISO in
 // its CD drive. The task is waited for briefly (creation is quick).
-func (s *Session) CreateFromISO(ctx context.Context, req ISOVM) (CloneResult, error) {
-	m, err := s.media()
+func (c *Caller) CreateFromISO(ctx context.Context, req ISOVM) (CloneResult, error) {
+	m, err := c.media()
 	if err != nil {
 		return CloneResult{}, err
 	}
-	pool, err := s.pickPool(req.Pool)
+	pool, err := c.pickPool(req.Pool)
 	if err != nil {
 		return CloneResult{}, err
 	}
-	name := s.VMName(req.Name)
+	name := c.VMName(req.Name)
 	vmid, task, err := m.CreateFromISO(ctx, backends.ISORequest{
 		Name: name, ISO: req.ISO, DiskGB: req.DiskGB, Disks: req.Disks, MemMB: req.MemMB,
 		Cores: req.Cores, UEFI: req.UEFI, Pool: pool, Storage: req.Storage,
@@ -55,24 +55,19 @@ func (s *Session) CreateFromISO(ctx context.Context, req ISOVM) (CloneResult, er
 		return CloneResult{}, wrap(err, "", "create %s", name)
 	}
 	res := CloneResult{VMID: vmid, Name: name}
-	if vm, err := s.be.(backends.Lifecycle).VM(ctx, vmid); err == nil {
+	if vm, err := c.be.(backends.Lifecycle).VM(ctx, vmid); err == nil {
 		res.Node = vm.Node
 	}
-	res.Task, err = s.waitTask(ctx, task.ID, 30)
+	res.Task, err = c.waitTask(ctx, task.ID, 30)
 	return res, err
 }
 
 // withMedia runs fn with the media capability under the VM's lock.
 func (v *VM) withMedia(ctx context.Context, fn func(backends.Media) error) error {
-	m, err := v.s.media()
+	m, err := v.c.media()
 	if err != nil {
 		return err
 	}
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return err
-	}
-	defer release()
 	return fn(m)
 }
 

@@ -67,7 +67,7 @@ func (p *pngPool) Put(b *png.EncoderBuffer) { p.p.Put(b) }
 
 // screen answers the VM's live console.
 func (v *VM) screen(ctx context.Context) (backends.Screen, error) {
-	c, err := backends.As[backends.Console](v.s.be, "console")
+	c, err := backends.As[backends.Console](v.c.be, "console")
 	if err != nil {
 		return nil, err
 	}
@@ -83,15 +83,6 @@ func (v *VM) screen(ctx context.Context) (backends.Screen, error) {
 
 // Shot takes a screenshot from the live console.
 func (v *VM) Shot(ctx context.Context) (Frame, error) {
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return Frame{}, err
-	}
-	defer release()
-	return v.shot(ctx)
-}
-
-func (v *VM) shot(ctx context.Context) (Frame, error) {
 	s, err := v.screen(ctx)
 	if err != nil {
 		return Frame{}, err
@@ -117,15 +108,6 @@ const sampleEvery = 50 * time.Millisecond
 // WaitStill waits until the screen has not changed for still (default
 // 400 ms: the manual's "two frames 400 ms apart identical") or timeout ends.
 func (v *VM) WaitStill(ctx context.Context, still, timeout time.Duration) (Settle, error) {
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return Settle{}, err
-	}
-	defer release()
-	return v.waitStill(ctx, still, timeout)
-}
-
-func (v *VM) waitStill(ctx context.Context, still, timeout time.Duration) (Settle, error) {
 	if still <= 0 {
 		still = 400 * time.Millisecond
 	}
@@ -134,11 +116,6 @@ func (v *VM) waitStill(ctx context.Context, still, timeout time.Duration) (Settl
 
 // WaitChange waits until the screen differs from how it is now.
 func (v *VM) WaitChange(ctx context.Context, timeout time.Duration) (Settle, error) {
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return Settle{}, err
-	}
-	defer release()
 	return v.watch(ctx, timeout, func(f Frame, _ time.Duration, changed bool) bool { return changed })
 }
 
@@ -147,7 +124,7 @@ func (v *VM) WaitChange(ctx context.Context, timeout time.Duration) (Settle, err
 // has changed since the watch began.
 func (v *VM) watch(ctx context.Context, timeout time.Duration, done func(f Frame, stable time.Duration, changed bool) bool) (Settle, error) {
 	start := time.Now()
-	first, err := v.shot(ctx)
+	first, err := v.Shot(ctx)
 	if err != nil {
 		return Settle{}, err
 	}
@@ -158,7 +135,7 @@ func (v *VM) watch(ctx context.Context, timeout time.Duration, done func(f Frame
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		f, err := v.shot(ctx)
+		f, err := v.Shot(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return Settle{Elapsed: time.Since(start), Frame: prev}, nil

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/poligon/poligon/hostapi/calls"
 )
 
 //go:embed guestsh/windows.sh
@@ -20,45 +22,48 @@ var windowsScript = sessionScript + windowsBody
 // Window is a visible X11 window of a desktop session.
 type Window struct {
 	ID    string
-	Box   image.Rectangle
+	Box   image.Rectangle // where it is on the screen; zero when Unplaced
 	Title string
-}
-
-// WindowList is what the guest reported, with a note when it had to
-// install xdotool first.
-type WindowList struct {
-	Windows   []Window
-	Installed bool
+	// Unplaced says why the guest could not place the window (nil: Box is
+	// where it is), with a hint on what to install.
+	Unplaced error
 }
 
 // Windows lists the visible windows of user's X11 session whose title,
 // class or class name contains pattern ("" lists all). It needs xdotool in
-// the guest and installs it on first use.
-func (v *VM) Windows(ctx context.Context, user, pattern string) (WindowList, error) {
+// the guest, and xwininfo to place them; it installs neither (read-only
+// tools call it): the errors say how.
+func (v *VM) Windows(ctx context.Context, user, pattern string) ([]Window, error) {
 	if user == "" {
-		user = "test"
+		user = calls.DefaultString(calls.ExecGUI, "user")
 	}
-	res, err := v.execArgs(ctx, "/bin/sh", []string{"-c", windowsScript, "poligon-windows", user, pattern}, 3*time.Minute, "window list")
+	res, err := v.execArgs(ctx, "/bin/sh", []string{"-c", windowsScript, "poligon-windows", user, pattern}, time.Minute, "window list")
 	if err != nil {
-		return WindowList{}, err
+		return nil, err
 	}
+	pm, list := parseWindows(string(res.Stdout), v.info.VMID)
 	switch res.Exit {
 	case 0:
+		return list, nil
 	case 4:
 		e := Failf("log in first (vm_login), or pass user= for another desktop user", "no desktop session of %s in vmid %d", user, v.info.VMID)
 		e.Err = errNoSession
-		return WindowList{}, e
+		return nil, e
 	case 5:
-		return WindowList{}, Failf("window lookups need X11: take the full frame instead (no region/window)", "the session of %s is Wayland", user)
+		return nil, Failf("window lookups need X11: take the full frame instead (no region/window)", "the session of %s is Wayland", user)
 	case 6:
-		return WindowList{}, Failf("fall back to the full frame (no region/window), or install xdotool in the template", "xdotool is missing in vmid %d and could not be installed", v.info.VMID)
+		return nil, Failf("install it with vm_exec: "+installCommand(pm, "xdotool")+"; or take the full frame (no region/window)", "xdotool is missing in vmid %d: finding windows needs it", v.info.VMID)
 	default:
-		return WindowList{}, Failf("", "listing windows failed: exit %d: %s", res.Exit, strings.TrimSpace(string(res.Stderr)))
+		return nil, Failf("", "listing windows failed: exit %d: %s", res.Exit, strings.TrimSpace(string(res.Stderr)))
 	}
-	var out WindowList
-	for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
-		if line == "installed xdotool" {
-			out.Installed = true
+}
+
+// parseWindows reads windows.sh's output: the package manager line, then
+// "id x y w h title" per window ("? ?" for x y: unplaced).
+func parseWindows(out string, vmid int) (pm string, list []Window) {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if p, ok := strings.CutPrefix(line, "pm "); ok {
+			pm = p
 			continue
 		}
 		f := strings.SplitN(line, " ", 6)
@@ -69,13 +74,47 @@ func (v *VM) Windows(ctx context.Context, user, pattern string) (WindowList, err
 		for i := range n {
 			n[i], _ = strconv.Atoi(f[i+1])
 		}
-		w := Window{ID: f[0], Box: image.Rect(n[0], n[1], n[0]+n[2], n[1]+n[3])}
+		w := Window{ID: f[0]}
 		if len(f) == 6 {
 			w.Title = f[5]
 		}
-		out.Windows = append(out.Windows, w)
+		if f[1] == "?" {
+			w.Unplaced = Failf("install it with vm_exec: "+installCommand(pm, "xwininfo")+"; or take the full frame (no region)",
+				"xwininfo is missing in vmid %d: without it the position of window %s (%q) is unknown (xdotool's own is off by the title bar under a window manager that reparents)", vmid, w.ID, w.Title)
+		} else {
+			w.Box = image.Rect(n[0], n[1], n[0]+n[2], n[1]+n[3])
+		}
+		list = append(list, w)
 	}
-	return out, nil
+	return pm, list
+}
+
+// installers are the package managers windows.sh looks for, in its order,
+// with the package that has xwininfo (xdotool is xdotool everywhere).
+var installers = []struct{ pm, cmd, xwininfo, where string }{
+	{"apt-get", "apt-get install -y", "x11-utils", "Debian, Ubuntu"},
+	{"dnf", "dnf install -y", "xwininfo", "Fedora, RHEL"},
+	{"zypper", "zypper --non-interactive install", "xwininfo", "openSUSE"},
+	{"apk", "apk add", "xwininfo", "Alpine"},
+}
+
+// installCommand answers the command that installs tool (xdotool or
+// xwininfo) with the guest's package manager pm, or one per distribution
+// family when the guest has none of them.
+func installCommand(pm, tool string) string {
+	var all []string
+	for _, in := range installers {
+		pkg := tool
+		if tool == "xwininfo" {
+			pkg = in.xwininfo
+		}
+		c := fmt.Sprintf("%q", in.cmd+" "+pkg)
+		if in.pm == pm {
+			return c
+		}
+		all = append(all, c+" ("+in.where+")")
+	}
+	return strings.Join(all, ", ")
 }
 
 // errNoSession marks "the user has no desktop session yet": a wait keeps
@@ -84,10 +123,9 @@ var errNoSession = errors.New("no desktop session")
 
 // WindowWait is the outcome of WaitWindow.
 type WindowWait struct {
-	OK        bool
-	Elapsed   time.Duration
-	Window    Window // the window found (not for gone)
-	Installed bool
+	OK      bool
+	Elapsed time.Duration
+	Window  Window // the window found (not for gone)
 }
 
 // WaitWindow waits until a window matching pattern is visible (gone: until
@@ -96,15 +134,6 @@ func (v *VM) WaitWindow(ctx context.Context, pattern string, gone bool, user str
 	if pattern == "" {
 		return WindowWait{}, Failf("pass a substring of the window's title, class or class name", "window is empty")
 	}
-	release, err := v.s.lock(ctx, v.info.VMID)
-	if err != nil {
-		return WindowWait{}, err
-	}
-	defer release()
-	return v.waitWindow(ctx, pattern, gone, user, timeout)
-}
-
-func (v *VM) waitWindow(ctx context.Context, pattern string, gone bool, user string, timeout time.Duration) (WindowWait, error) {
 	start := time.Now() // a timeout of 0 looks once
 	deadline := start.Add(timeout)
 	var res WindowWait
@@ -116,11 +145,10 @@ func (v *VM) waitWindow(ctx context.Context, pattern string, gone bool, user str
 		if err != nil && (!errors.Is(err, errNoSession) || time.Now().After(deadline) || ctx.Err() != nil) {
 			return WindowWait{}, err
 		}
-		res.Installed = res.Installed || list.Installed
-		if gone && len(list.Windows) == 0 || !gone && len(list.Windows) > 0 {
+		if gone && len(list) == 0 || !gone && len(list) > 0 {
 			res.OK, res.Elapsed = true, time.Since(start)
 			if !gone {
-				res.Window = list.Windows[0]
+				res.Window = list[0]
 			}
 			return res, nil
 		}
@@ -137,29 +165,31 @@ func (v *VM) waitWindow(ctx context.Context, pattern string, gone bool, user str
 	}
 }
 
-// FindWindow answers the one window region names: an X window id, or a
-// substring of its title, class or class name. No match lists the visible
-// windows in the hint.
-func (v *VM) FindWindow(ctx context.Context, region, user string) (Window, bool, error) {
+// FindWindow answers the one window region names, placed on the screen: an
+// X window id, or a substring of its title, class or class name. No match
+// lists the visible windows in the hint.
+func (v *VM) FindWindow(ctx context.Context, region, user string) (Window, error) {
 	list, err := v.Windows(ctx, user, "")
 	if err != nil {
-		return Window{}, false, err
+		return Window{}, err
 	}
-	for _, w := range list.Windows {
+	var found []Window
+	for _, w := range list {
 		if w.ID == region {
-			return w, list.Installed, nil
+			found = []Window{w}
 		}
 	}
-	match, err := v.Windows(ctx, user, region)
-	if err != nil {
-		return Window{}, false, err
+	if found == nil {
+		if found, err = v.Windows(ctx, user, region); err != nil {
+			return Window{}, err
+		}
 	}
-	if len(match.Windows) == 0 {
+	if len(found) == 0 {
 		var names []string
-		for _, w := range list.Windows {
+		for _, w := range list {
 			names = append(names, fmt.Sprintf("%s %q", w.ID, w.Title))
 		}
-		return Window{}, false, Failf("visible windows: "+strings.Join(names, "; "), "no visible window matches %q", region)
+		return Window{}, Failf("visible windows: "+strings.Join(names, "; "), "no visible window matches %q", region)
 	}
-	return match.Windows[0], list.Installed || match.Installed, nil
+	return found[0], found[0].Unplaced
 }

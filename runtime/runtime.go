@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -36,13 +38,18 @@ func (f HostFunc) Call(ctx context.Context, name string, args json.RawMessage) (
 }
 
 // HostError is a failed host call as the script and the tool answer see it.
+// Err is the host's own error behind it (nil when it came from a
+// transcript or across the Wasm boundary), so a script failure keeps the
+// backend's error chain for errors.Is.
 type HostError struct {
 	Call    string
 	Message string
 	Hint    string
+	Err     error
 }
 
 func (e *HostError) Error() string { return e.Message }
+func (e *HostError) Unwrap() error { return e.Err }
 
 // Param is one script parameter. Every parameter is a string; one without a
 // default is required.
@@ -94,10 +101,76 @@ func (m Manifest) Validate() error {
 	return nil
 }
 
+// Bind answers the params a run gets: the given ones, each declared param
+// left out taking its default. A required param left out, or one the
+// manifest does not declare, is an error before anything runs. vmid and
+// bench are the server's and pass through unread. Every runtime, recipe
+// call and replay binds through here, so defaults mean the same for JS and
+// Wasm.
+func (m Manifest) Bind(given map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(m.Params))
+	declared := make(map[string]bool, len(m.Params))
+	for _, p := range m.Params {
+		declared[p.Name] = true
+		if v, ok := given[p.Name]; ok {
+			out[p.Name] = v
+		} else if p.Default != nil {
+			out[p.Name] = *p.Default
+		} else {
+			return nil, fmt.Errorf("script %s: param %q is required", m.Name, p.Name)
+		}
+	}
+	var unknown []string
+	for name := range given {
+		if !declared[name] && name != "vmid" && name != "bench" {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("script %s: unknown param %q (it declares %s)", m.Name, unknown[0], m.paramNames())
+	}
+	return out, nil
+}
+
+func (m Manifest) paramNames() string {
+	if len(m.Params) == 0 {
+		return "none"
+	}
+	names := make([]string, len(m.Params))
+	for i, p := range m.Params {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
+}
+
 // Limits bound one run.
 type Limits struct {
-	Timeout  time.Duration // wall time of the run; default 10 minutes
+	Timeout  time.Duration // wall time of the run; default DefaultLimits'
 	MemoryMB int           // heap (JS) or linear memory (Wasm) ceiling
+}
+
+// The defaults of every runtime (JS and Wasm alike; the config's limits
+// start from these too): stdlib/poligon.d.ts and the Go SDK document them,
+// and a test checks that they agree.
+var DefaultLimits = Limits{Timeout: 10 * time.Minute, MemoryMB: 256}
+
+// DefaultTool: a script is a tool unless its manifest says tool: false.
+const DefaultTool = true
+
+// Resolve fills what l leaves out: the manifest's own timeout, else
+// DefaultLimits'.
+func (l Limits) Resolve(m Manifest) Limits {
+	if l.Timeout <= 0 {
+		l.Timeout = m.Timeout
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultLimits.Timeout
+	}
+	if l.MemoryMB <= 0 {
+		l.MemoryMB = DefaultLimits.MemoryMB
+	}
+	return l
 }
 
 // Run is one execution's input.

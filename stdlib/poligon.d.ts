@@ -24,7 +24,7 @@
 // builtins survives it.
 //
 // Limits: a run ends at its time limit (the script's timeout, default 600 s),
-// at its memory ceiling and when its caller cancels; the script cannot catch
+// at its memory ceiling (256 MB unless the server sets another) and when its caller cancels; the script cannot catch
 // that. One builtin call may not build a value past the ceiling: a string
 // over 16M characters ("x".repeat, padStart, padEnd), an array over 4M
 // elements (new Array(n), Array.from, fill, join, map on such), a typed array
@@ -42,9 +42,9 @@ declare namespace poligon {
     description: string;
     /** Every param is a string; one without a default is required. */
     params?: { [name: string]: { description?: string; default?: string } };
-    /** false: a recipe, callable from scripts and stand plans only. Default true. */
+    /** false: a recipe, callable from scripts and stand plans only. Defaults: tool true. */
     tool?: boolean;
-    /** Time limit of one run, in seconds. Default 600. */
+    /** Time limit of one run, in seconds. Defaults: timeout 600. */
     timeout?: number;
     /** The result becomes the tool's answer: a string as text, a Shot as an image, anything else as JSON. */
     run(vm: VM, params: { [name: string]: string }): unknown;
@@ -85,28 +85,31 @@ declare namespace poligon {
     readonly vmid: number;
 
     /**
-     * Run a shell command as root (umask 022); never throws on the exit code. timeout default 120.
+     * Run a shell command as root (umask 022); never throws on the exit code.
      * Every verb checks its arguments: a wrong type or an unknown option key throws a TypeError
-     * before anything is sent.
+     * before anything is sent. Each verb's "Defaults:" line gives the value of every option it leaves
+     * out (the host's own table, hostapi/calls/defaults.go).
+     * Defaults: timeout 120.
      */
     exec(command: string, opts?: { timeout?: number }): ExecResult;
-    /** Run a command; throw unless it exits 0 (and stdout contains `contains`). Answers stdout. timeout default 120. */
+    /** Run a command; throw unless it exits 0 (and stdout contains `contains`). Answers stdout. Defaults: timeout 120. */
     expect(command: string, opts?: { timeout?: number; contains?: string }): string;
-    /** Run a command; answer stdout when it exits 0, else null. timeout default 120. */
+    /** Run a command; answer stdout when it exits 0, else null. Defaults: timeout 120. */
     check(command: string, opts?: { timeout?: number }): string | null;
     /**
      * Start a long command detached (state in the guest, survives a reboot), or pick up the one already
-     * running with the same command; wait up to `wait` seconds (default 45, at most 50).
+     * running with the same command; wait up to `wait` seconds.
      * A finished run is reported, not repeated, unless restart is true.
+     * Defaults: wait 45.
      */
     run(command: string, opts?: { wait?: number; restart?: boolean }): RunState;
-    /** Wait until the guest agent answers. Answers the seconds waited, or null on timeout (default 60). */
+    /** Wait until the guest agent answers. Answers the seconds waited, or null on timeout. Defaults: timeout 60. */
     waitBoot(opts?: { timeout?: number }): number | null;
-    /** Launch a GUI program in user's desktop session (default user "test"). */
+    /** Launch a GUI program in user's desktop session. Defaults: user "test". */
     execGui(command: string, opts?: { user?: string }): { running: boolean; output: string };
 
     file: {
-      /** Read a text file (UTF-8). offset default 0, max default 16384 bytes. */
+      /** Read a text file (UTF-8); max is in bytes. Defaults: offset 0, max 16384. */
       read(path: string, opts?: { offset?: number; max?: number }): string;
       /** Write a text file whole. */
       write(path: string, text: string): void;
@@ -115,13 +118,14 @@ declare namespace poligon {
     screen: {
       /** Take a screenshot of the console. */
       shot(): Shot;
-      /** Wait until the screen has not changed for `seconds` (default 2); timeout default 30. Answers seconds waited or null. */
+      /** Wait until the screen has not changed for `seconds`. Answers seconds waited or null. Defaults: seconds 2, timeout 30. */
       waitStill(opts?: { seconds?: number; timeout?: number }): number | null;
-      /** Wait until the screen changes; timeout default 30. Answers seconds waited or null. */
+      /** Wait until the screen changes. Answers seconds waited or null. Defaults: timeout 30. */
       waitChange(opts?: { timeout?: number }): number | null;
       /**
        * Wait until a window whose title or class contains `window` is visible (gone: until none is).
-       * Answers where it is (zeros when gone), or null on timeout (default 20). user default "test".
+       * Answers where it is (zeros when gone, or when the guest cannot place it: xwininfo missing), or null on timeout.
+       * Defaults: timeout 20, user "test".
        */
       waitWindow(window: string, opts?: { gone?: boolean; timeout?: number; user?: string }): Box | null;
     };
@@ -134,7 +138,7 @@ declare namespace poligon {
     };
 
     mouse: {
-      /** Move, press 300 ms, release; count 2 is a double click. button default "left". */
+      /** Move, press 300 ms, release; count 2 is a double click. Defaults: button "left", count 1. */
       click(x: number, y: number, opts?: { button?: "left" | "middle" | "right"; count?: number }): void;
       doubleClick(x: number, y: number): void;
       /** Drag with the left button. */
@@ -143,13 +147,13 @@ declare namespace poligon {
     };
 
     power: {
-      /** Start the VM and wait for the backend (wait default 50 s). */
+      /** Start the VM and wait for the backend's task. Defaults: wait 600. */
       start(opts?: { wait?: number }): void;
-      /** Power the VM off (ACPI, then hard). */
+      /** Power the VM off (ACPI, then hard). Defaults: wait 600. */
       stop(opts?: { wait?: number }): void;
-      /** Take a snapshot (wait default 50 s). */
+      /** Take a snapshot. Defaults: wait 600. */
       snapshot(name: string, opts?: { wait?: number }): void;
-      /** Roll back to a snapshot and start the VM (wait default 50 s). */
+      /** Roll back to a snapshot and start the VM. Defaults: wait 600. */
       rollback(name: string, opts?: { wait?: number }): void;
     };
 

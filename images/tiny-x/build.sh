@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
 # Builds the `tiny-x` VM template: the tiny template plus a small X11 desktop on the VGA screen (Xorg with the
-# modesetting driver on bochs-drm, twm, an xterm, xdotool), for click and window tests. Registers it:
+# modesetting driver on bochs-drm, twm, an xterm, xdotool, xwininfo), for click and window tests. Registers it:
 #
 #   images/tiny-x/build.sh [DATA_DIR]
 #   DATA_DIR defaults to ${POLIGON_DATA:-${XDG_DATA_HOME:-$HOME/.local/share}/poligon}
@@ -21,7 +21,7 @@ TINY=$(cd "$HERE/../tiny" && pwd)
 
 NAME=tiny-x
 VMID=9001
-DESCRIPTION="the tiny-x template: the tiny template plus Xorg (modesetting on bochs-drm), twm, xterm, xdotool"
+DESCRIPTION="the tiny-x template: the tiny template plus Xorg (modesetting on bochs-drm), twm, xterm, xdotool, xwininfo"
 # bochs: the DRM driver for -vga std; uhci_hcd + usbhid + hid_generic: the usb-tablet (absolute pointer).
 MODULES="$BASE_MODULES bochs uhci_hcd usbhid hid_generic"
 CMDLINE="console=tty1 console=ttyS0 quiet"
@@ -30,7 +30,7 @@ INIT=$TINY/init
 OVERLAYS=("$TINY/rootfs" "$HERE/rootfs")
 SOURCES=("$HERE/build.sh" "$TINY/lib.sh" "$TINY/init" "$TINY/rootfs" "$HERE/rootfs")
 
-PACKAGES="xserver-xorg-core xserver-xorg-input-evdev x11-xkb-utils xkb-data libx11-data twm xterm xdotool"
+PACKAGES="xserver-xorg-core xserver-xorg-input-evdev x11-xkb-utils xkb-data libx11-data twm xterm xdotool x11-utils"
 # Only what the desktop needs: no GLX/glamor (they would pull in Mesa and LLVM), no fonts beyond the X server's
 # built-in "fixed" and "cursor".
 COPY="/usr/lib/xorg/Xorg
@@ -45,6 +45,7 @@ COPY="/usr/lib/xorg/Xorg
 /usr/bin/twm
 /usr/bin/xterm
 /etc/X11/app-defaults/XTerm
-/usr/bin/xdotool"
+/usr/bin/xdotool
+/usr/bin/xwininfo"
 
 template_main "$@"

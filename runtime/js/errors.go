@@ -94,7 +94,7 @@ func syntaxError(path string, source []byte, err error) error {
 
 // scriptError turns what ended a run inside the script into a ScriptError:
 // the thrown value's message and hint, and the innermost script location.
-func (s *session) scriptError(err error) error {
+func (s *execution) scriptError(err error) error {
 	se := &runtime.ScriptError{Script: s.m.path, Message: err.Error(), Where: where(stackOf(err))}
 	switch e := err.(type) {
 	case *runtime.ScriptError:
@@ -110,7 +110,7 @@ func (s *session) scriptError(err error) error {
 }
 
 // describeThrown fills the message, hint and cause of a thrown value.
-func (s *session) describeThrown(v goja.Value, se *runtime.ScriptError) {
+func (s *execution) describeThrown(v goja.Value, se *runtime.ScriptError) {
 	obj, ok := v.(*goja.Object)
 	if !ok {
 		if v != nil {
@@ -146,7 +146,7 @@ func (s *session) describeThrown(v goja.Value, se *runtime.ScriptError) {
 
 // limitError reports a run ended by its context: the time limit, the memory
 // ceiling or a cancellation, at the script line it was running.
-func (s *session) limitError(cause, err error) error {
+func (s *execution) limitError(cause, err error) error {
 	se := &runtime.ScriptError{Script: s.m.path, Where: where(stackOf(err))}
 	switch {
 	case errors.Is(cause, runtime.ErrTimeout):

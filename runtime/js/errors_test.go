@@ -27,7 +27,8 @@ func TestHostErrorCaught(t *testing.T) {
 // Uncaught, it ends the run with the message, hint, location and the host's error.
 func TestHostErrorUncaught(t *testing.T) {
 	h := newFakeHost()
-	herr := &runtime.HostError{Call: "expect", Message: "exit 1: no such user", Hint: "create the user first"}
+	backendErr := errors.New("the backend's own failure")
+	herr := &runtime.HostError{Call: "expect", Message: "exit 1: no such user", Hint: "create the user first", Err: backendErr}
 	h.errs["expect"] = herr
 	_, err := runWith(t, mustLoad(t, script(`    vm.exec("true");
     vm.expect("id bob");`)), h)
@@ -41,6 +42,9 @@ func TestHostErrorUncaught(t *testing.T) {
 	var got *runtime.HostError
 	if !errors.As(err, &got) || got != herr {
 		t.Fatalf("ScriptError does not wrap the host's error: %v", se.Err)
+	}
+	if !errors.Is(err, backendErr) {
+		t.Fatalf("the run's error lost the backend's error chain: %v", err)
 	}
 }
 

@@ -95,8 +95,8 @@ func (m *Module) readManifest() (runtime.Manifest, error) {
 		return nil, errors.New("host calls are not available while loading a script")
 	})
 	var manifest runtime.Manifest
-	err := m.session(context.Background(), refuse, nil, runtime.Limits{Timeout: loadTimeout, MemoryMB: loadMemoryMB},
-		time.Unix(0, 0).UTC(), 0, func(s *session) error {
+	err := m.execute(context.Background(), refuse, nil, runtime.Limits{Timeout: loadTimeout, MemoryMB: loadMemoryMB},
+		time.Unix(0, 0).UTC(), 0, func(s *execution) error {
 			exports, err := s.evalMain()
 			if err != nil {
 				return err

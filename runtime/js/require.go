@@ -69,14 +69,14 @@ var nodeModules = map[string]bool{
 	"worker_threads": true, "zlib": true,
 }
 
-func (s *session) requirable() string {
+func (s *execution) requirable() string {
 	return fmt.Sprintf("require takes a stdlib module (%s) or another script or recipe by name (\"./name\" or \"name\")",
 		strings.Join(StdlibModules(), ", "))
 }
 
 // requireModule is require(): stdlib modules and scripts by name, each
 // evaluated once per run; never a file of the host.
-func (s *session) requireModule(fc goja.FunctionCall) goja.Value {
+func (s *execution) requireModule(fc goja.FunctionCall) goja.Value {
 	arg := fc.Argument(0)
 	spec, ok := arg.Export().(string)
 	if !ok {
@@ -100,7 +100,7 @@ func (s *session) requireModule(fc goja.FunctionCall) goja.Value {
 
 // resolveModule checks a require() name and answers its cache key and how
 // to compile it; a refused name throws.
-func (s *session) resolveModule(spec string) (string, func() (*goja.Program, string)) {
+func (s *execution) resolveModule(spec string) (string, func() (*goja.Program, string)) {
 	if strings.HasPrefix(spec, "poligon/") {
 		program, ok := stdlib[spec]
 		if !ok {
@@ -139,7 +139,7 @@ func (s *session) resolveModule(spec string) (string, func() (*goja.Program, str
 }
 
 // evalModule runs a compiled CommonJS module, filling module.exports.
-func (s *session) evalModule(program *goja.Program, filename string, mod *goja.Object) error {
+func (s *execution) evalModule(program *goja.Program, filename string, mod *goja.Object) error {
 	fnVal, err := s.rt.RunProgram(program)
 	if err != nil {
 		return err
@@ -153,7 +153,7 @@ func (s *session) evalModule(program *goja.Program, filename string, mod *goja.O
 }
 
 // evalMain evaluates the script itself and answers its exports.
-func (s *session) evalMain() (goja.Value, error) {
+func (s *execution) evalMain() (goja.Value, error) {
 	mod := s.rt.NewObject()
 	_ = mod.Set("id", "script:"+s.m.file)
 	_ = mod.Set("exports", s.rt.NewObject())
@@ -165,7 +165,7 @@ func (s *session) evalMain() (goja.Value, error) {
 
 // throw throws a plain Error (the intrinsic one, whatever the script did to
 // the global) into the script.
-func (s *session) throw(format string, args ...any) {
+func (s *execution) throw(format string, args ...any) {
 	obj, err := s.rt.New(s.errorCtor, s.rt.ToValue(fmt.Sprintf(format, args...)))
 	if err != nil {
 		s.rethrow(err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"slices"
 
 	"github.com/dop251/goja"
 
@@ -24,16 +22,13 @@ func (m *Module) Run(ctx context.Context, run runtime.Run) (runtime.Result, erro
 	if run.Host == nil {
 		return runtime.Result{}, errors.New("js: Run needs a Host")
 	}
-	params, err := m.params(run.Params)
+	params, err := m.manifest.Bind(run.Params)
 	if err != nil {
 		return runtime.Result{}, err
 	}
-	limits := run.Limits
-	if limits.Timeout <= 0 {
-		limits.Timeout = m.manifest.Timeout
-	}
+	limits := run.Limits.Resolve(m.manifest)
 	var value json.RawMessage
-	err = m.session(ctx, run.Host, run.Log, limits, run.Clock, run.Seed, func(s *session) error {
+	err = m.execute(ctx, run.Host, run.Log, limits, run.Clock, run.Seed, func(s *execution) error {
 		exports, err := s.evalMain()
 		if err != nil {
 			return err
@@ -47,49 +42,8 @@ func (m *Module) Run(ctx context.Context, run runtime.Run) (runtime.Result, erro
 	return runtime.Result{Value: value}, nil
 }
 
-// params applies defaults and refuses what the manifest does not allow.
-func (m *Module) params(given map[string]string) (map[string]string, error) {
-	out := make(map[string]string, len(m.manifest.Params))
-	declared := map[string]bool{}
-	for _, p := range m.manifest.Params {
-		declared[p.Name] = true
-		if v, ok := given[p.Name]; ok {
-			out[p.Name] = v
-		} else if p.Default != nil {
-			out[p.Name] = *p.Default
-		} else {
-			return nil, fmt.Errorf("script %s: param %q is required", m.manifest.Name, p.Name)
-		}
-	}
-	var unknown []string
-	for name := range given {
-		if !declared[name] && name != "vmid" && name != "bench" {
-			unknown = append(unknown, name)
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return nil, fmt.Errorf("script %s: unknown param %q (it declares %s)", m.manifest.Name, unknown[0], m.paramNames())
-	}
-	return out, nil
-}
-
-func (m *Module) paramNames() string {
-	if len(m.manifest.Params) == 0 {
-		return "none"
-	}
-	names := ""
-	for i, p := range m.manifest.Params {
-		if i > 0 {
-			names += ", "
-		}
-		names += p.Name
-	}
-	return names
-}
-
 // callRun calls exports.run(vm, params) and converts its answer.
-func (s *session) callRun(exports goja.Value, vmid int, params map[string]string) (json.RawMessage, error) {
+func (s *execution) callRun(exports goja.Value, vmid int, params map[string]string) (json.RawMessage, error) {
 	var runFn goja.Callable
 	var this *goja.Object
 	if err := s.guard(func() {
@@ -127,7 +81,7 @@ func (s *session) callRun(exports goja.Value, vmid int, params map[string]string
 
 // settled answers what an async run resolved to. There are no timers, so a
 // promise still pending when run returns never settles.
-func (s *session) settled(p *goja.Promise) (goja.Value, error) {
+func (s *execution) settled(p *goja.Promise) (goja.Value, error) {
 	switch p.State() {
 	case goja.PromiseStateFulfilled:
 		return p.Result(), nil

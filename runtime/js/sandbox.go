@@ -27,10 +27,10 @@ var (
 const maxCallStack = 4096
 
 // sandbox is a fresh goja runtime with the API installed, not yet bound to
-// a run. It is used by exactly one session and then dropped.
+// a run. It is used by exactly one execution and then dropped.
 type sandbox struct {
 	rt    *goja.Runtime
-	owner *session // set when a session takes it; the natives call through it
+	owner *execution // set when an execution takes it; the natives call through it
 
 	makeVM    goja.Callable
 	result    goja.Callable
@@ -92,7 +92,7 @@ func newSandbox() (*sandbox, error) {
 }
 
 // bind gives the sandbox to a run: its clock, its seed, its memory ceiling.
-func (sb *sandbox) bind(s *session, clock time.Time, seed int64, limitBytes uint64) error {
+func (sb *sandbox) bind(s *execution, clock time.Time, seed int64, limitBytes uint64) error {
 	sb.owner = s
 	if clock.IsZero() {
 		clock = time.Unix(0, 0).UTC()

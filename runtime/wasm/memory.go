@@ -5,10 +5,13 @@ import (
 	"sync"
 
 	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/poligon/poligon/runtime"
 )
 
-// defaultMemoryMB caps a run's linear memory when its limits say nothing.
-const defaultMemoryMB = 256
+// loadMemoryMB caps the linear memory of the instance that reads a
+// module's manifest at load time.
+var loadMemoryMB = runtime.DefaultLimits.MemoryMB
 
 // cappedMemory backs one instance's linear memory and refuses to grow it
 // past limit bytes, so a per-run cap needs no per-limit runtime (wazero's

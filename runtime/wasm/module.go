@@ -113,7 +113,7 @@ func (m *Module) readManifest(ctx context.Context) (runtime.Manifest, error) {
 		return nil, errors.New("host calls are not allowed while the manifest is read")
 	})
 	logf := func(line string) { m.engine.log.Debug("wasm script output", "path", m.path, "line", line) }
-	inst := m.newInstance(runtime.Run{Host: noHost, Log: logf}, defaultMemoryMB<<20, manifestTimeout)
+	inst := m.newInstance(runtime.Run{Host: noHost, Log: logf}, uint64(loadMemoryMB)<<20, manifestTimeout)
 	defer inst.close()
 	if err := inst.start(readCtx); err != nil {
 		return runtime.Manifest{}, fmt.Errorf("%s: start the module to read its manifest: %w", m.path, inst.explain(ctx, readCtx, err))

@@ -4,36 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/poligon/poligon/runtime"
 )
-
-// defaultTimeout bounds a run when neither its limits nor its manifest do.
-const defaultTimeout = 10 * time.Minute
 
 // Run runs the script once in a fresh instance, bounded by run.Limits.
 func (m *Module) Run(ctx context.Context, run runtime.Run) (runtime.Result, error) {
 	if run.Host == nil {
 		return runtime.Result{}, fmt.Errorf("run %s: no host to answer its calls", m.label())
 	}
-	timeout := run.Limits.Timeout
-	if timeout <= 0 {
-		timeout = m.manifest.Timeout
+	limits := run.Limits.Resolve(m.manifest)
+	timeout, memoryMB := limits.Timeout, limits.MemoryMB
+	bound, err := m.manifest.Bind(run.Params)
+	if err != nil {
+		return runtime.Result{}, err
 	}
-	if timeout <= 0 {
-		timeout = defaultTimeout
-	}
-	memoryMB := run.Limits.MemoryMB
-	if memoryMB <= 0 {
-		memoryMB = defaultMemoryMB
-	}
-	params := []byte("{}")
-	if len(run.Params) > 0 {
-		var err error
-		if params, err = json.Marshal(run.Params); err != nil {
-			return runtime.Result{}, fmt.Errorf("run %s: encode params: %w", m.label(), err)
-		}
+	params, err := json.Marshal(bound)
+	if err != nil {
+		return runtime.Result{}, fmt.Errorf("run %s: encode params: %w", m.label(), err)
 	}
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, runtime.ErrTimeout)

@@ -28,6 +28,29 @@ func TestUnameExample(t *testing.T) {
 	}
 }
 
+// A Wasm module gets its params' defaults from Manifest.Bind, as a JS one
+// does: a run (a recipe call) that leaves flags out runs uname with its
+// default "-a"; an undeclared param is refused before anything runs.
+func TestParamDefaultsAndUnknownParams(t *testing.T) {
+	host := newFakeHost()
+	host.answer("expect", `{"exit":0,"stdout":"Linux\n","stderr":""}`)
+	m := loadGuest(t, "uname")
+	if _, err := m.Run(context.Background(), runtime.Run{Host: host}); err != nil {
+		t.Fatal(err)
+	}
+	want := []call{{"expect", `{"command":"uname -a"}`}}
+	if got := host.recorded(); !reflect.DeepEqual(got, want) {
+		t.Errorf("calls = %v, want %v", got, want)
+	}
+	_, err := m.Run(context.Background(), runtime.Run{Host: host, Params: map[string]string{"flgas": "-s"}})
+	if err == nil || !strings.Contains(err.Error(), `unknown param "flgas"`) {
+		t.Errorf("an undeclared param: %v", err)
+	}
+	if got := host.recorded(); len(got) != 1 {
+		t.Errorf("the refused run made calls: %v", got[1:])
+	}
+}
+
 func TestEveryVerbMakesItsCall(t *testing.T) {
 	host := newFakeHost()
 	host.answer("exec", `{"exit":3,"stdout":"bin\n","stderr":"e"}`)

@@ -11,7 +11,6 @@
 //			Name:        "uname",
 //			Description: "Print the kernel name and version of the VM.",
 //			Params:      []poligon.Param{{Name: "flags", Default: poligon.Str("-a")}},
-//			Tool:        true,
 //			Run:         run,
 //		})
 //	}

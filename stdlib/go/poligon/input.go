@@ -27,7 +27,7 @@ func (vm *VM) Mouse() Mouse { return Mouse{vm} }
 
 // ClickOpts are the options of Click.
 type ClickOpts struct {
-	Button string // "left" (default), "middle" or "right"
+	Button string // "left", "middle" or "right"; default "left"
 	Count  int    // default 1; 2 is a double click
 }
 

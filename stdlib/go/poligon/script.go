@@ -11,10 +11,11 @@ type Script struct {
 	Name        string // ^[a-z][a-z0-9_]*$; a tool becomes vm_<name>
 	Description string
 	Params      []Param // in declaration order
-	// Tool true makes the script the tool vm_<name>; false (the zero value)
-	// makes it a recipe, callable from scripts and stand plans only.
-	Tool    bool
-	Timeout time.Duration // time limit of one run; 0: the host's default (10 min)
+	// Recipe true makes the script a recipe, callable from scripts and stand
+	// plans only; false (the zero value) makes it the tool vm_<name>, as a
+	// JS script without tool: false is.
+	Recipe  bool
+	Timeout time.Duration // time limit of one run; default 10m (0 leaves it to the host)
 	// Recipes lists the recipes Run calls, for load-time validation.
 	Recipes []RecipeCall
 	// Run answers the run's result: a string becomes the tool's text,
@@ -76,7 +77,7 @@ func manifestEnvelope() []byte {
 	}
 	return valueEnvelope(manifest{
 		Name: s.Name, Description: s.Description, Params: params,
-		Tool: s.Tool, Timeout: s.Timeout, Recipes: s.Recipes,
+		Tool: !s.Recipe, Timeout: s.Timeout, Recipes: s.Recipes,
 	})
 }
 

@@ -116,7 +116,7 @@ func TestEnvelopesOfTheRegisteredScript(t *testing.T) {
 	if env := string(manifestEnvelope()); env != `{"abi":1,"error":{"message":"the module registers no script: call poligon.Register in an init function"}}` {
 		t.Errorf("no script: %s", env)
 	}
-	Register(Script{Name: "t", Description: "d", Tool: true, Run: func(vm *VM, p map[string]string) (any, error) {
+	Register(Script{Name: "t", Description: "d", Run: func(vm *VM, p map[string]string) (any, error) {
 		switch p["do"] {
 		case "panic":
 			panic("boom")

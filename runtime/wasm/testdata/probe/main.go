@@ -20,7 +20,6 @@ func init() {
 		Name:        "probe",
 		Description: "A test guest; mode picks what it does.",
 		Params:      []poligon.Param{{Name: "mode", Description: "what to do"}},
-		Tool:        true,
 		Timeout:     90 * time.Second,
 		Recipes:     []poligon.RecipeCall{{Name: "login", Params: []string{"user"}}},
 		Run:         run,

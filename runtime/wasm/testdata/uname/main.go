@@ -12,8 +12,7 @@ func init() {
 		Params: []poligon.Param{
 			{Name: "flags", Description: "flags for uname", Default: poligon.Str("-a")},
 		},
-		Tool: true,
-		Run:  run,
+		Run: run,
 	})
 }
 

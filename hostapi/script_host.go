@@ -15,7 +15,7 @@ import (
 
 // Script is the host side of one script run on one VM: it answers the
 // script's calls (see package calls) with the VM's methods. The run holds
-// the VM's lock (Session.Hold), so its calls go through without waiting.
+// the VM's lock (Caller.LockVM) for the whole run.
 type Script struct {
 	VM *VM
 	// Log receives the script's log lines and console output.
@@ -89,20 +89,18 @@ func decode[T any](name string, raw json.RawMessage) (T, error) {
 	return v, nil
 }
 
-// or answers v, or def when the script left the option out (0). A script
-// session's waits are bounded by the run, not by MaxWait.
-func or(v, def float64) float64 {
+// seconds answers a script's time option in seconds, or the call's
+// default (calls.Defaults) when the script left it out (0).
+func seconds(call, option string, v float64) float64 {
 	if v > 0 {
 		return v
 	}
-	return def
+	return calls.DefaultSeconds(call, option).Seconds()
 }
 
-func fseconds(f float64, def time.Duration) time.Duration {
-	if f <= 0 {
-		return def
-	}
-	return time.Duration(f * float64(time.Second))
+// duration is seconds as a time.Duration.
+func duration(call, option string, v float64) time.Duration {
+	return time.Duration(seconds(call, option, v) * float64(time.Second))
 }
 
 func wait(ok bool, d time.Duration) calls.WaitAnswer {
@@ -116,7 +114,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		r, err := h.VM.Exec(ctx, a.Command, fseconds(a.Timeout, 120*time.Second))
+		r, err := h.VM.Exec(ctx, a.Command, duration(calls.Exec, "timeout", a.Timeout))
 		return execAnswer(r), err
 	},
 	calls.Expect: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -124,7 +122,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		r, err := h.VM.Expect(ctx, a.Command, fseconds(a.Timeout, 120*time.Second), a.Contains)
+		r, err := h.VM.Expect(ctx, a.Command, duration(calls.Expect, "timeout", a.Timeout), a.Contains)
 		return execAnswer(r), err
 	},
 	calls.Check: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -132,7 +130,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		r, err := h.VM.Exec(ctx, a.Command, fseconds(a.Timeout, 120*time.Second))
+		r, err := h.VM.Exec(ctx, a.Command, duration(calls.Check, "timeout", a.Timeout))
 		return calls.CheckAnswer{OK: err == nil && r.Exit == 0, ExecAnswer: execAnswer(r)}, err
 	},
 	calls.RunDetached: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -140,7 +138,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		st, err := h.VM.Run(ctx, a.Command, or(a.Wait, 45), a.Restart)
+		st, err := h.VM.Run(ctx, a.Command, seconds(calls.RunDetached, "wait", a.Wait), a.Restart)
 		return calls.RunAnswer{State: st.State, Exit: st.Exit, Seconds: st.Elapsed.Seconds(), Tail: st.Tail}, err
 	},
 	calls.ReadFile: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -169,7 +167,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		ok, d, err := h.VM.WaitBoot(ctx, or(a.Timeout, 60))
+		ok, d, err := h.VM.WaitBoot(ctx, seconds(calls.WaitBoot, "timeout", a.Timeout))
 		return wait(ok, d), err
 	},
 	calls.ExecGUI: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -195,7 +193,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		s, err := h.VM.WaitStill(ctx, fseconds(a.Seconds, 2*time.Second), fseconds(a.Timeout, 30*time.Second))
+		s, err := h.VM.WaitStill(ctx, duration(calls.WaitStill, "seconds", a.Seconds), duration(calls.WaitStill, "timeout", a.Timeout))
 		return wait(s.OK, s.Elapsed), err
 	},
 	calls.WaitChange: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -203,7 +201,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		s, err := h.VM.WaitChange(ctx, fseconds(a.Timeout, 30*time.Second))
+		s, err := h.VM.WaitChange(ctx, duration(calls.WaitChange, "timeout", a.Timeout))
 		return wait(s.OK, s.Elapsed), err
 	},
 	calls.WaitWindow: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -211,7 +209,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		w, err := h.VM.WaitWindow(ctx, a.Window, a.Gone, a.User, fseconds(a.Timeout, 20*time.Second))
+		w, err := h.VM.WaitWindow(ctx, a.Window, a.Gone, a.User, duration(calls.WaitWindow, "timeout", a.Timeout))
 		b := w.Window.Box
 		return calls.WaitWindowAnswer{WaitAnswer: wait(w.OK, w.Elapsed), X: b.Min.X, Y: b.Min.Y, W: b.Dx(), H: b.Dy()}, err
 	},
@@ -262,28 +260,28 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Start(ctx, or(a.Wait, 600)))
+		return finished(h.VM.Start(ctx, seconds(calls.Start, "wait", a.Wait)))
 	},
 	calls.Stop: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.PowerArgs](calls.Stop, raw)
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Stop(ctx, or(a.Wait, 600)))
+		return finished(h.VM.Stop(ctx, seconds(calls.Stop, "wait", a.Wait)))
 	},
 	calls.Snapshot: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.SnapshotArgs](calls.Snapshot, raw)
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Snapshot(ctx, a.Name, or(a.Wait, 600)))
+		return finished(h.VM.Snapshot(ctx, a.Name, seconds(calls.Snapshot, "wait", a.Wait)))
 	},
 	calls.Rollback: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.SnapshotArgs](calls.Rollback, raw)
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Rollback(ctx, a.Name, or(a.Wait, 600)))
+		return finished(h.VM.Rollback(ctx, a.Name, seconds(calls.Rollback, "wait", a.Wait)))
 	},
 	calls.SaveShot: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.SaveShotArgs](calls.SaveShot, raw)
@@ -301,7 +299,7 @@ var table = map[string]call{
 		} else {
 			h.keep(f)
 		}
-		path, err := h.VM.s.SaveShot(f, a.Path)
+		path, err := h.VM.c.SaveShot(f, a.Path)
 		return calls.SaveShotAnswer{Path: path}, err
 	},
 	calls.Log: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -333,7 +331,7 @@ var table = map[string]call{
 			return nil, Failf("prefer a wait* verb (screen.waitStill, waitBoot, ...) over sleeping", "sleep %g s: at most 600", a.Seconds)
 		}
 		select {
-		case <-time.After(fseconds(a.Seconds, 0)):
+		case <-time.After(time.Duration(a.Seconds * float64(time.Second))):
 			return calls.Empty{}, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -14,15 +14,9 @@ import (
 	"github.com/poligon/poligon/runtime"
 )
 
-// Defaults of one run.
-const (
-	defaultTimeout  = 10 * time.Minute
-	defaultMemoryMB = 512
-)
-
-// session is one goja runtime with the sandbox installed: one run, or the
+// execution is one goja runtime with the sandbox installed: one run, or the
 // load-time evaluation of a manifest. It lives on one goroutine.
-type session struct {
+type execution struct {
 	*sandbox
 	m      *Module
 	ctx    context.Context // ends with the run: cancel, time limit, memory limit
@@ -34,16 +28,11 @@ type session struct {
 	modules  map[string]*goja.Object
 }
 
-// session runs body in a fresh sandbox bounded by limits and ctx, and turns
+// execute runs body in a fresh sandbox bounded by limits and ctx, and turns
 // whatever ends it early into a *runtime.ScriptError.
-func (m *Module) session(ctx context.Context, host runtime.Host, log func(string), limits runtime.Limits,
-	clock time.Time, seed int64, body func(*session) error) error {
-	if limits.Timeout <= 0 {
-		limits.Timeout = defaultTimeout
-	}
-	if limits.MemoryMB <= 0 {
-		limits.MemoryMB = defaultMemoryMB
-	}
+func (m *Module) execute(ctx context.Context, host runtime.Host, log func(string), limits runtime.Limits,
+	clock time.Time, seed int64, body func(*execution) error) error {
+	limits = limits.Resolve(m.manifest)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ctx, stop := context.WithTimeoutCause(ctx, limits.Timeout, runtime.ErrTimeout)
@@ -53,7 +42,7 @@ func (m *Module) session(ctx context.Context, host runtime.Host, log func(string
 	if err != nil {
 		return err
 	}
-	s := &session{
+	s := &execution{
 		sandbox: sb, m: m, ctx: ctx, host: host, log: log, limits: limits,
 		hostErrs: map[*goja.Object]error{}, modules: map[string]*goja.Object{},
 	}
@@ -113,7 +102,7 @@ var errStopped = errors.New("script stopped")
 
 // hostCall is the one door out: __call(name, argsJSON) -> answerJSON, or a
 // thrown PoligonError.
-func (s *session) hostCall(fc goja.FunctionCall) goja.Value {
+func (s *execution) hostCall(fc goja.FunctionCall) goja.Value {
 	name := fc.Argument(0).String()
 	args := json.RawMessage(fc.Argument(1).String())
 	if s.ctx.Err() != nil {
@@ -137,7 +126,7 @@ func (s *session) hostCall(fc goja.FunctionCall) goja.Value {
 }
 
 // callHost calls the host; a host that panics fails the call, not the server.
-func (s *session) callHost(name string, args json.RawMessage) (answer json.RawMessage, err error) {
+func (s *execution) callHost(name string, args json.RawMessage) (answer json.RawMessage, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("host call %s failed: %v", name, p)
@@ -148,7 +137,7 @@ func (s *session) callHost(name string, args json.RawMessage) (answer json.RawMe
 
 // newHostError builds the PoligonError a failed call throws and remembers
 // the Go error behind it, for the ScriptError if the script does not catch it.
-func (s *session) newHostError(call string, err error) *goja.Object {
+func (s *execution) newHostError(call string, err error) *goja.Object {
 	message, hint := err.Error(), ""
 	var he *runtime.HostError
 	if errors.As(err, &he) {
@@ -162,7 +151,7 @@ func (s *session) newHostError(call string, err error) *goja.Object {
 	return obj
 }
 
-func (s *session) consoleWrite(level, text string) {
+func (s *execution) consoleWrite(level, text string) {
 	switch level {
 	case "warn":
 		text = "warning: " + text
@@ -178,7 +167,7 @@ func (s *session) consoleWrite(level, text string) {
 }
 
 // decodeBase64 decodes file.read answers as UTF-8 (invalid bytes: U+FFFD).
-func (s *session) decodeBase64(b64 string) string {
+func (s *execution) decodeBase64(b64 string) string {
 	b, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
 		panic(s.rt.NewTypeError("file.read: the host answered invalid base64: %v", err))
@@ -188,7 +177,7 @@ func (s *session) decodeBase64(b64 string) string {
 
 // guard runs Go code that touches script values (getters may run script
 // code and throw, or be interrupted) and answers what it threw.
-func (s *session) guard(f func()) error {
+func (s *execution) guard(f func()) error {
 	fn, _ := goja.AssertFunction(s.rt.ToValue(func(goja.FunctionCall) goja.Value {
 		f()
 		return goja.Undefined()
@@ -199,7 +188,7 @@ func (s *session) guard(f func()) error {
 
 // rethrow throws an error a nested call answered into the calling script,
 // keeping its stack; uncatchable ones (interrupts) stay uncatchable.
-func (s *session) rethrow(err error) {
+func (s *execution) rethrow(err error) {
 	switch err.(type) {
 	case *goja.Exception, *goja.InterruptedError, *goja.StackOverflowError:
 		panic(err)
