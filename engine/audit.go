@@ -6,11 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/poligon/poligon/internal/redact"
 )
 
 // auditRecord is one line of the audit log: one tool call.
@@ -73,14 +74,10 @@ func (a *auditLog) close() {
 	}
 }
 
-// secretName matches argument names whose values are secrets wherever they
-// appear (script params like password included).
-var secretName = regexp.MustCompile(`(?i)pass|secret|token|key$|credential`)
-
 // redact answers the arguments for the audit log: typed text, file contents
 // and anything named like a secret replaced by its size. "key" alone (a key
 // name for ui_key) is not a secret.
-func redact(t *Tool, raw json.RawMessage) map[string]any {
+func redactArgs(t *Tool, raw json.RawMessage) map[string]any {
 	var args map[string]any
 	if json.Unmarshal(raw, &args) != nil {
 		return nil
@@ -89,15 +86,15 @@ func redact(t *Tool, raw json.RawMessage) map[string]any {
 		if name == "params" {
 			if params, ok := v.(map[string]any); ok {
 				for k, pv := range params {
-					if secretName.MatchString(k) {
-						params[k] = redacted(pv)
+					if redact.IsSecretName(k) {
+						params[k] = redact.Placeholder(pv)
 					}
 				}
 			}
 			continue
 		}
-		if slices.Contains(t.Redact, name) || name != "key" && secretName.MatchString(name) {
-			args[name] = redacted(v)
+		if slices.Contains(t.Redact, name) || name != "key" && redact.IsSecretName(name) {
+			args[name] = redact.Placeholder(v)
 		}
 	}
 	return args
@@ -116,11 +113,4 @@ func auditError(msg string) string {
 		msg = string(r[:300]) + "..."
 	}
 	return msg
-}
-
-func redacted(v any) string {
-	if s, ok := v.(string); ok {
-		return fmt.Sprintf("<redacted %d bytes>", len(s))
-	}
-	return "<redacted>"
 }

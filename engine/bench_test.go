@@ -85,7 +85,7 @@ func BenchmarkTinyVM(b *testing.B) {
 	}
 	cs := perfConnect(b, s, nil)
 	vmid := perfBoot(b, cs, "perf")
-	be, _, err := s.benches[cfg.DefaultBench].backend(ctx, LocalCaller(cfg))
+	be, _, err := s.benches[cfg.DefaultBench].Open(ctx, localCaller(cfg).creds)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -199,7 +199,6 @@ func init() {
 	poligon.Register(poligon.Script{
 		Name:        "perf_shot_wasm",
 		Description: "One screenshot (the script tool overhead benchmark).",
-		Tool:        true,
 		Run:         func(vm *poligon.VM, _ map[string]string) (any, error) { return vm.Screen().Shot() },
 	})
 }
@@ -255,7 +254,7 @@ func perfConfig(b *testing.B, dataDir, scriptsDir string) *config.Config {
 
 func perfServer(b *testing.B, cfg *config.Config) *Server {
 	b.Helper()
-	s, err := New(cfg, Options{})
+	s, err := New(cfg, Options{OpenBench: openBench})
 	if err != nil {
 		b.Fatal(err)
 	}

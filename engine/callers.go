@@ -10,33 +10,32 @@ import (
 	"github.com/poligon/poligon/hostapi"
 )
 
-// Caller is who makes a call and with what credentials.
-type Caller struct {
-	// owner is a verified owner name: from the config over a trusted
-	// transport, or from a bearer token the config knows. Empty for a
-	// caller with only a Proxmox token: PVE benches derive the owner from it,
-	// other benches refuse such a caller.
-	owner string
-	// pveToken is the Proxmox API token: per request over HTTP
-	// (X-PVE-Token), from the config or PVE_TOKEN over stdio.
-	pveToken config.Secret
-	http     bool
-	id       string // for the audit log: never a secret
+// caller is who makes a call: the credentials they bring, and how the
+// audit log names them.
+type caller struct {
+	// creds.Owner is a verified owner name: from the config over a trusted
+	// transport, or from a bearer token the config knows. Empty for a caller
+	// with only a Proxmox token: PVE benches derive the owner from it, other
+	// benches refuse such a caller. creds.Token is the Proxmox API token: per
+	// request over HTTP (X-PVE-Token), from the config or PVE_TOKEN over
+	// stdio.
+	creds hostapi.Credentials
+	id    string // for the audit log: never a secret
 }
 
-// LocalCaller is the caller of a trusted transport (stdio, `poligon run`):
+// localCaller is the caller of a trusted transport (stdio, `poligon run`):
 // the configured owner, and the configured PVE tokens.
-func LocalCaller(cfg *config.Config) Caller {
+func localCaller(cfg *config.Config) caller {
 	owner := hostapi.SanitizeOwner(cfg.Owner)
-	return Caller{owner: owner, id: owner}
+	return caller{creds: hostapi.Credentials{Owner: owner}, id: owner}
 }
 
 // callerOf finds the caller of an MCP request. Over stdio and in memory the
 // transport is trusted and the config names the owner; over HTTP every
 // request carries a credential, checked here and by the HTTP middleware.
-func (s *Server) callerOf(req *mcp.CallToolRequest) (Caller, error) {
+func (s *Server) callerOf(req *mcp.CallToolRequest) (caller, error) {
 	if req.Extra == nil || req.Extra.Header == nil {
-		return LocalCaller(s.cfg), nil
+		return localCaller(s.cfg), nil
 	}
 	return callerFromHeader(s.cfg, req.Extra.Header)
 }
@@ -44,10 +43,10 @@ func (s *Server) callerOf(req *mcp.CallToolRequest) (Caller, error) {
 // callerFromHeader reads the credentials of an HTTP request: a bearer token
 // the config maps to an owner (local benches), and/or a Proxmox token in
 // X-PVE-Token (PVE benches derive the owner from it).
-func callerFromHeader(cfg *config.Config, h http.Header) (Caller, error) {
-	c := Caller{http: true}
+func callerFromHeader(cfg *config.Config, h http.Header) (caller, error) {
+	c := caller{creds: hostapi.Credentials{Remote: true}}
 	if pve := strings.TrimSpace(h.Get("X-PVE-Token")); pve != "" {
-		c.pveToken = config.Secret(pve)
+		c.creds.Token = config.Secret(pve)
 		c.id = "(a malformed PVE token)"
 		if id, _, ok := strings.Cut(pve, "="); ok {
 			c.id = id // user@realm!tokenid: the secret cut off
@@ -59,9 +58,9 @@ func callerFromHeader(cfg *config.Config, h http.Header) (Caller, error) {
 		if !ok || !known {
 			return c, hostapi.Failf("send Authorization: Bearer <token> with a token from the server's config", "the bearer token is not valid")
 		}
-		c.owner, c.id = owner, owner
+		c.creds.Owner, c.id = owner, owner
 	}
-	if c.owner == "" && c.pveToken == "" {
+	if c.creds.Owner == "" && c.creds.Token == "" {
 		return c, hostapi.Failf("send Authorization: Bearer <token> (local benches) or X-PVE-Token: user@realm!tokenid=secret (Proxmox benches)",
 			"no credential: calls over HTTP must carry one")
 	}

@@ -1,12 +1,18 @@
 package engine
 
 import (
+	"bytes"
+	"image"
+	"image/color"
+	"image/png"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/poligon/poligon/internal/testvm"
 )
@@ -43,7 +49,9 @@ func TestDesktopOnTinyX(t *testing.T) {
 		t.Fatalf("ui_wait_for xterm = %q", out)
 	}
 
-	out = mustOK(t, cs, "vm_exec_gui", with("command", "xterm -title poligon-gui-test -geometry 40x10+300+200"))
+	// A solid magenta xterm over the black root window, where the issue saw
+	// xdotool place it a title bar (19 px under twm) too low.
+	out = mustOK(t, cs, "vm_exec_gui", with("command", "xterm -title poligon-gui-test -geometry 40x10+700+450 -bg '#ff00ff' -fg '#ff00ff' -cr '#ff00ff'"))
 	if !strings.HasPrefix(out, "running after 2 s") {
 		t.Fatalf("vm_exec_gui = %q", out)
 	}
@@ -53,18 +61,54 @@ func TestDesktopOnTinyX(t *testing.T) {
 		t.Fatalf("ui_wait_for poligon-gui-test = %q", out)
 	}
 	x, y, w, h := atoi(t, m[1]), atoi(t, m[2]), atoi(t, m[3]), atoi(t, m[4])
+	box := image.Rect(x, y, x+w, y+h)
 
-	out, res := call(t, cs, "ui_screenshot", with("region", "poligon-gui-test"))
+	// The answer against the pixels: the crop is the window from its first
+	// row to its last (all magenta), and the screen just outside each edge
+	// of the box (title bar, frame) is not the window. Mapped is not yet
+	// painted: first let the screen settle (and keep it for the edges).
+	out, res := call(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "timeout": 20, "screenshot": true})
+	if !strings.HasPrefix(out, "1280x800\nscreen settled after") {
+		t.Fatalf("ui_wait_for a still screen = %q", out)
+	}
+	screen := decodePNG(t, res)
+	out, res = call(t, cs, "ui_screenshot", with("region", "poligon-gui-test"))
 	if res.IsError || !strings.HasPrefix(out, m[3]+"x"+m[4]+"\n") || !strings.Contains(out, `window `) || len(res.Content) != 2 {
 		t.Fatalf("ui_screenshot region = %q", out)
+	}
+	crop := decodePNG(t, res)
+	if crop.Bounds().Size() != box.Size() {
+		t.Fatalf("crop is %v, the window %v", crop.Bounds().Size(), box.Size())
+	}
+	for py := crop.Bounds().Min.Y; py < crop.Bounds().Max.Y; py++ {
+		for px := crop.Bounds().Min.X; px < crop.Bounds().Max.X; px++ {
+			if !magenta(crop.At(px, py)) {
+				t.Fatalf("crop pixel %d,%d is %v, not the window's magenta: the box %v is not where the window is", px, py, crop.At(px, py), box)
+			}
+		}
+	}
+	for i := 0; i < w; i++ {
+		for _, p := range []image.Point{{x + i, y - 1}, {x + i, y + h}} {
+			if magenta(screen.At(p.X, p.Y)) {
+				t.Fatalf("pixel %v outside the box %v (above or below) is the window's: the box misses rows", p, box)
+			}
+		}
+	}
+	for i := 0; i < h; i++ {
+		for _, p := range []image.Point{{x - 1, y + i}, {x + w, y + i}} {
+			if magenta(screen.At(p.X, p.Y)) {
+				t.Fatalf("pixel %v outside the box %v (left or right) is the window's: the box misses columns", p, box)
+			}
+		}
 	}
 	mustRefuse(t, cs, "ui_screenshot", with("region", "no-such-window", "path", "refused.png"), "hint: visible windows:")
 	if _, err := os.Stat(filepath.Join(cfg.EvidenceDir, "refused.png")); !os.IsNotExist(err) {
 		t.Fatalf("a refused screenshot saved its file: %v", err)
 	}
 
-	// Click into the new xterm (twm focuses what the pointer is in), type.
-	out = mustOK(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": x + w/2, "y": y + h/2, "screenshot": true, "settle_ms": 3000})
+	// Click into the new xterm's last rows (twm focuses what the pointer is
+	// in; a box a title bar too low would click the root window), type.
+	out = mustOK(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": x + w/2, "y": y + h - 3, "screenshot": true, "settle_ms": 3000})
 	if !strings.Contains(out, "timing: ") {
 		t.Fatalf("ui_click with screenshot = %q", out)
 	}
@@ -79,9 +123,41 @@ func TestDesktopOnTinyX(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 
-	mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "xdotool search --name poligon-gui-test windowkill"})
+	// Nothing is installed behind these read-only tools: without xwininfo
+	// a window is found but not placed, without xdotool not found; each
+	// answer says how to install what is missing.
+	mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "mv /usr/bin/xwininfo /usr/bin/xwininfo.off"})
+	out = mustOK(t, cs, "ui_wait_for", with("window", "poligon-gui-test", "timeout", 0))
+	if !strings.Contains(out, "at an unknown position: xwininfo is missing") || !strings.Contains(out, "hint: install it with vm_exec: ") {
+		t.Fatalf("ui_wait_for without xwininfo = %q", out)
+	}
+	mustRefuse(t, cs, "ui_screenshot", with("region", "poligon-gui-test"), `hint: install it with vm_exec: "apt-get install -y x11-utils" (Debian, Ubuntu)`)
+	mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "mv /usr/bin/xwininfo.off /usr/bin/xwininfo && mv /usr/bin/xdotool /usr/bin/xdotool.off"})
+	mustRefuse(t, cs, "ui_wait_for", with("window", "poligon-gui-test", "timeout", 0), `hint: install it with vm_exec: "apt-get install -y xdotool"`)
+
+	mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "mv /usr/bin/xdotool.off /usr/bin/xdotool && xdotool search --name poligon-gui-test windowkill"})
 	if out := mustOK(t, cs, "ui_wait_for", with("window", "poligon-gui-test", "gone", true, "timeout", 20)); !strings.HasPrefix(out, `window "poligon-gui-test" gone after`) {
 		t.Fatalf("ui_wait_for gone = %q", out)
 	}
 	mustRefuse(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "window": "xterm", "user": "nobody"}, "no desktop session of nobody")
+}
+
+// decodePNG decodes the image of a screenshot answer.
+func decodePNG(t *testing.T, res *mcp.CallToolResult) image.Image {
+	t.Helper()
+	if res.IsError || len(res.Content) != 2 {
+		t.Fatalf("not a screenshot: %q", resultText(res))
+	}
+	img, err := png.Decode(bytes.NewReader(res.Content[1].(*mcp.ImageContent).Data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// magenta tells the test window's colour (#ff00ff) from twm's title bar
+// and frame and the black root window.
+func magenta(c color.Color) bool {
+	r, g, b, _ := c.RGBA()
+	return r>>8 > 0xf0 && g>>8 < 0x10 && b>>8 > 0xf0
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/internal/benches"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
@@ -37,7 +39,7 @@ func testConfig(t *testing.T, dataDir string) *config.Config {
 // newServer builds a server and connects an in-memory MCP client.
 func newServer(t *testing.T, cfg *config.Config) (*Server, *mcp.ClientSession) {
 	t.Helper()
-	s, err := New(cfg, Options{})
+	s, err := New(cfg, Options{OpenBench: openBench})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,4 +203,14 @@ func TestAuditErrorLeavesOutPayload(t *testing.T) {
 	if got := auditError(strings.Repeat("x", 1000)); len(got) != 303 {
 		t.Fatalf("a long error is %d bytes", len(got))
 	}
+}
+
+// openBench opens real benches (local QEMU, Proxmox) through the
+// composition root, as the binary does.
+func openBench(bc config.Bench, log *slog.Logger) (Bench, error) {
+	b, err := benches.NewRoot().Open(bc, log)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }

@@ -23,7 +23,7 @@ func (s *Server) Handler() http.Handler {
 		SessionTimeout:             sessionIdle,
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.requireCredential(newSessionBinding().wrap(mcpHandler)))
+	mux.Handle("/mcp", s.requireCredential(newSessionBinding(s.sessions.abandon).wrap(mcpHandler)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": Version})
 	})
@@ -34,7 +34,7 @@ func (s *Server) Handler() http.Handler {
 			status, code = "not ready", http.StatusServiceUnavailable
 		}
 		writeJSON(w, code, map[string]any{
-			"status": status, "version": Version, "benches": len(s.benches),
+			"status": status, "version": Version, "benches": len(s.benches), "bench": s.BenchFacts(),
 			"tools": len(s.ToolNames()), "problems": append([]string{}, problems...),
 		})
 	})

@@ -51,13 +51,11 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// consoles counts open console connections over the benches that know.
+// consoles counts open console connections over the benches.
 func (s *Server) consoles() int {
 	n := 0
 	for _, b := range s.benches {
-		if b.consoles != nil {
-			n += b.consoles()
-		}
+		n += b.Consoles()
 	}
 	return n
 }

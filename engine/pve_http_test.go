@@ -79,9 +79,18 @@ func TestPVEOverHTTP(t *testing.T) {
 		t.Fatalf("alice started her VM over HTTP, it is %s", vm.Status)
 	}
 
-	// Credentials PVE refuses, or that name no pool.
+	// Credentials PVE refuses, or that name no pool. A refused token is
+	// not sent again at once (PVE makes every 401 wait 3 s), and the
+	// answer says so.
 	lab.refuse(t, wrong, "vm_list_my_vms", nil, "401")
-	lab.refuse(t, wrong, "vm_start", map[string]any{"vmid": vmid}, "invalid token value")
+	sent := lab.srv.Hits("", "")
+	out := lab.refuse(t, wrong, "vm_start", map[string]any{"vmid": vmid}, "invalid token value")
+	if !strings.Contains(out, "not sent: PVE refused token "+labAliceTokenID) {
+		t.Errorf("the second call with a refused token = %q; want it to say it was not sent", out)
+	}
+	if n := lab.srv.Hits("", "") - sent; n != 0 {
+		t.Errorf("the refused token was sent %d more times", n)
+	}
 	lab.refuse(t, noPool, "vm_list_my_vms", nil, "no pool with VM.Allocate")
 	lab.refuse(t, noPool, "vm_clone", map[string]any{"template_vmid": labTemplate, "name": "x"}, "no pool with VM.Allocate")
 	lab.refuse(t, malformed, "vm_list_templates", nil, "USER@REALM!TOKENID=SECRET")

@@ -52,6 +52,8 @@ type pveLab struct {
 	carol string // the same on pool carol
 	bob   string // templates only: no pool with VM.Allocate
 	dave  string // pool dave without VM.PowerMgmt
+	erin  string // the README's recommended role on pool erin: no Pool.Audit
+	fred  string // the same on pool fred
 
 	mu      sync.Mutex
 	answers []string // every tool answer's text, for the secret check
@@ -78,6 +80,7 @@ func newPVELab(t *testing.T, opts pvetest.Options) *pveLab {
 
 	templates := []pvetest.Grant{
 		{Path: "/storage", Privs: pvetest.DatastoreUser},
+		{Path: "/sdn/zones/localnetwork", Privs: pvetest.SDNUser},
 	}
 	for _, id := range []int{9000, 9001, 9002, 9003, 9010} {
 		templates = append(templates, pvetest.Grant{Path: fmt.Sprintf("/vms/%d", id), Privs: pvetest.TemplateUser})
@@ -98,7 +101,39 @@ func newPVELab(t *testing.T, opts pvetest.Options) *pveLab {
 		}
 	}
 	lab.dave = srv.AddToken("dave@pve!nopower", admin("dave", noPower)...)
+	// As the README sets a token up: its role on the pool, the pool's
+	// storages in it, PVETemplateUser on the templates, PVESDNUser on vmbr0.
+	role := readmeRole(t)
+	for _, who := range []struct {
+		token *string
+		owner string
+	}{{&lab.erin, "erin"}, {&lab.fred, "fred"}} {
+		srv.AddPool(who.owner)
+		srv.AddPoolStorage(who.owner, "local-lvm")
+		srv.AddPoolStorage(who.owner, "local")
+		grants := []pvetest.Grant{{Path: "/pool/" + who.owner, Privs: role},
+			{Path: "/sdn/zones/localnetwork/vmbr0", Privs: pvetest.SDNUser}}
+		for _, id := range []int{9000, 9001, 9002, 9003, 9010} {
+			grants = append(grants, pvetest.Grant{Path: fmt.Sprintf("/vms/%d", id), Privs: pvetest.TemplateUser})
+		}
+		*who.token = srv.AddToken(who.owner+"@pve!poligon", grants...)
+	}
 	return lab
+}
+
+// readmeRole answers the privileges of the role the README tells an
+// administrator to make for poligon's tokens.
+func readmeRole(t *testing.T) []string {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`pveum role add PoligonUser --privs "([^"]+)"`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("the README has no pveum role add PoligonUser --privs line")
+	}
+	return strings.Fields(string(m[1]))
 }
 
 // config is testConfig plus the manual's single-cluster setup: PVE_API and
@@ -137,7 +172,7 @@ func (l *pveLab) config(t *testing.T, token string) *config.Config {
 func (l *pveLab) server(t *testing.T, cfg *config.Config) *Server {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(lockedWriter{l}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := New(cfg, Options{Logger: log})
+	s, err := New(cfg, Options{Logger: log, OpenBench: openBench})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +226,7 @@ func (l *pveLab) refuse(t *testing.T, cs *mcp.ClientSession, name string, args m
 func (l *pveLab) checkNoSecrets(t *testing.T, cfg *config.Config, extra ...string) {
 	t.Helper()
 	secrets := extra
-	for _, tok := range []string{l.alice, l.carol, l.bob, l.dave} {
+	for _, tok := range []string{l.alice, l.carol, l.bob, l.dave, l.erin, l.fred} {
 		secrets = append(secrets, tok[strings.LastIndex(tok, "=")+1:])
 	}
 	audit, err := os.ReadFile(cfg.AuditLog)
@@ -440,6 +475,8 @@ func TestPVEToolsOverStdio(t *testing.T) {
 			t.Fatalf("ui_key with screenshot = %q (%d parts)", out, len(res.Content))
 		}
 		lab.refuse(t, cs, "ui_key", map[string]any{"vmid": vmid, "key": "entr"}, "hint: key names are qemu sendkey names")
+		lab.refuse(t, cs, "ui_key", map[string]any{"vmid": vmid, "key": "no-such-key"}, `unknown key "no-such-key"`)
+		lab.refuse(t, cs, "ui_key", map[string]any{"vmid": vmid, "key": "ctrl-alt-del"}, "did you mean ctrl-alt-delete?")
 		lab.refuse(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": 5000, "y": 10}, "outside the "+size+" console")
 		lab.refuse(t, cs, "ui_type", map[string]any{"vmid": vmid, "text": "€"}, "nothing was typed")
 		// Every call above went over RFB (not PVE's sendkey) on one shared

@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/poligon/poligon/backends/backendtest"
+	"github.com/poligon/poligon/engine/catalog"
 	"github.com/poligon/poligon/internal/testvm"
 	"github.com/poligon/poligon/runtime/transcript"
 )
@@ -23,7 +25,7 @@ func scriptServer(t *testing.T, dataDir string) (*Server, *mcp.ClientSession, st
 	t.Helper()
 	cfg := testConfig(t, dataDir)
 	cfg.ScriptsDir = t.TempDir()
-	s, err := New(cfg, Options{})
+	s, err := New(cfg, Options{OpenBench: openBench})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,21 +56,33 @@ func scriptServer(t *testing.T, dataDir string) (*Server, *mcp.ClientSession, st
 	return s, cs, cfg.ScriptsDir, changed
 }
 
-// waitChanged waits for a list_changed notification.
-func waitChanged(t *testing.T, changed chan struct{}, what string) {
+// drain forgets the notifications received so far, before an edit.
+func drain(changed chan struct{}) {
+	for {
+		select {
+		case <-changed:
+		default:
+			return
+		}
+	}
+}
+
+// waitListed waits for tools/list_changed notifications until the client's
+// tool list satisfies cond, checking it at each one: a save can reach the
+// watcher as two events astride the debounce, so one edit may change the
+// list twice. Drain before the edit.
+func waitListed(t *testing.T, changed chan struct{}, what string, cond func() bool) {
 	t.Helper()
-	select {
-	case <-changed:
-		// Several edits can make several notifications: drain the burst.
-		for {
-			select {
-			case <-changed:
-			case <-time.After(300 * time.Millisecond):
+	timeout := time.After(backendtest.HangGuard)
+	for {
+		select {
+		case <-changed:
+			if cond() {
 				return
 			}
+		case <-timeout:
+			t.Fatalf("no tools/list_changed that brought %s within %s", what, backendtest.HangGuard)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no tools/list_changed after %s", what)
 	}
 }
 
@@ -92,12 +106,13 @@ func scriptSrc(name, desc, body string) string {
   run(vm, p) { ` + body + ` } };`
 }
 
-// eventually polls cond for up to 10 s.
+// eventually polls cond, for what sends no notification (a problem
+// reported); the deadline only guards against a hang.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+	for deadline := time.Now().Add(backendtest.HangGuard); !cond(); {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within 10 s: %s", what)
+			t.Fatalf("not within %s: %s", backendtest.HangGuard, what)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -128,11 +143,9 @@ func TestHotReload(t *testing.T) {
 		return "<not listed>"
 	}
 
+	drain(changed)
 	write(file, scriptSrc("hello", "v1", `return p.word;`))
-	waitChanged(t, changed, "creating hello.js")
-	// A save can reach the watcher as two events astride the debounce, so
-	// the list may change twice: each check waits for the final state.
-	eventually(t, "v1 listed after creating hello.js", func() bool { return desc() == "v1" })
+	waitListed(t, changed, "v1 after creating hello.js", func() bool { return desc() == "v1" })
 	tool := listed(t, cs, "vm_hello")
 	if tool == nil || tool.Description != "v1" {
 		t.Fatalf("after create: %v", desc())
@@ -142,38 +155,40 @@ func TestHotReload(t *testing.T) {
 		t.Fatalf("vm_hello schema = %s", schema)
 	}
 
+	drain(changed)
 	write(file, scriptSrc("hello", "v2", `return p.word;`)) // an in-place write
-	waitChanged(t, changed, "writing hello.js in place")
-	eventually(t, "v2 listed after in-place write", func() bool { return desc() == "v2" })
+	waitListed(t, changed, "v2 after an in-place write", func() bool { return desc() == "v2" })
 
+	drain(changed)
 	tmp := filepath.Join(dir, ".hello.js.swp") // an atomic save: write beside, rename over
 	write(tmp, scriptSrc("hello", "v3", `return p.word;`))
 	if err := os.Rename(tmp, file); err != nil {
 		t.Fatal(err)
 	}
-	waitChanged(t, changed, "an atomic rename")
-	eventually(t, "v3 listed after atomic rename", func() bool { return desc() == "v3" })
+	waitListed(t, changed, "v3 after an atomic rename", func() bool { return desc() == "v3" })
 
+	drain(changed)
 	if err := os.Rename(file, file+"~"); err != nil { // a vim-style save: backup away, write anew
 		t.Fatal(err)
 	}
 	write(file, scriptSrc("hello", "v4", `return p.word;`))
-	waitChanged(t, changed, "a vim-style save")
-	eventually(t, "v4 listed after vim-style save", func() bool { return desc() == "v4" })
+	waitListed(t, changed, "v4 after a vim-style save", func() bool { return desc() == "v4" })
 
 	write(file, `module.exports = { name: "hello", description: "broken", run(vm) { return ( } };`)
 	eventually(t, "the broken file reported in /readyz", func() bool { return problemAbout(s, "hello.js", "hello.js") })
 	if desc() != "v4" {
 		t.Fatalf("a broken file replaced the live version: %s", desc())
 	}
+	drain(changed)
 	write(file, scriptSrc("hello", "v5", `return p.word;`))
-	waitChanged(t, changed, "fixing hello.js")
-	eventually(t, "the problem cleared", func() bool { return !problemAbout(s, "hello.js", "hello.js") })
-	eventually(t, "v5 listed after the fix", func() bool { return desc() == "v5" })
+	waitListed(t, changed, "v5 after the fix", func() bool { return desc() == "v5" })
+	if problemAbout(s, "hello.js", "hello.js") {
+		t.Fatalf("the fixed file is still reported: %v", s.Problems())
+	}
 
+	drain(changed)
 	os.Remove(file)
-	waitChanged(t, changed, "deleting hello.js")
-	eventually(t, "vm_hello gone after its file was deleted", func() bool { return desc() == "<not listed>" })
+	waitListed(t, changed, "vm_hello gone after its file was deleted", func() bool { return desc() == "<not listed>" })
 }
 
 func TestScriptValidation(t *testing.T) {
@@ -224,7 +239,7 @@ func TestScriptValidation(t *testing.T) {
 		t.Fatal("a script replaced the built-in vm_exec")
 	}
 
-	reports, err := CheckScripts(context.Background(), dir, t.TempDir(), s.log)
+	reports, err := catalog.Check(context.Background(), dir, t.TempDir(), BuiltinNames(), s.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,12 +312,7 @@ func TestScriptsOnTiny(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "verbs.js"), []byte(verbsScript), 0o644)
 	buildWasm(t, "../runtime/wasm/testdata/uname", filepath.Join(dir, "uname.wasm"))
 	// Compiling the Wasm script takes seconds (tens under -race).
-	for deadline := time.Now().Add(3 * time.Minute); listed(t, cs, "vm_verbs") == nil || listed(t, cs, "vm_uname") == nil; {
-		if time.Now().After(deadline) {
-			t.Fatalf("vm_verbs and vm_uname not listed after 3 minutes: %v", s.Problems())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	eventually(t, "vm_verbs and vm_uname listed", func() bool { return listed(t, cs, "vm_verbs") != nil && listed(t, cs, "vm_uname") != nil })
 
 	vmid := atoi(t, cloneTiny(t, cs, "scripts"))
 	t.Cleanup(func() { call(t, cs, "vm_destroy", map[string]any{"vmid": vmid, "confirm": true, "wait": 50}) })
@@ -346,7 +356,7 @@ func TestScriptsOnTiny(t *testing.T) {
 	if strings.Contains(string(raw), "s3cret-pw") {
 		t.Fatalf("the transcript holds the password param:\n%s", raw)
 	}
-	rep, err := Replay(context.Background(), path, "", s.log)
+	rep, err := catalog.Replay(context.Background(), path, "", s.log)
 	if err != nil || !rep.Finished || rep.Calls < 25 {
 		t.Fatalf("replay: %+v, %v", rep, err)
 	}
@@ -367,7 +377,7 @@ func TestScriptsOnTiny(t *testing.T) {
 	tampered := strings.Join(lines, "\n") + "\n"
 	tpath := filepath.Join(t.TempDir(), "tampered.jsonl")
 	os.WriteFile(tpath, []byte(tampered), 0o644)
-	_, err = Replay(context.Background(), tpath, filepath.Join(dir, "verbs.js"), s.log)
+	_, err = catalog.Replay(context.Background(), tpath, filepath.Join(dir, "verbs.js"), s.log)
 	if err == nil || !strings.Contains(err.Error(), "diverged at call 2") {
 		t.Fatalf("a tampered transcript: err = %v", err)
 	}

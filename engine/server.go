@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/engine/catalog"
 	"github.com/poligon/poligon/hostapi"
 )
 
@@ -31,11 +32,11 @@ type Server struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	env     *hostapi.Env
-	benches map[string]*bench
+	benches map[string]Bench
 	audit   *auditLog
 	metrics *metrics
 	mcp     *mcp.Server
-	scripts *scriptSet // nil until LoadScripts
+	scripts *catalog.Catalog // nil until LoadScripts
 	started time.Time
 
 	mu       sync.RWMutex
@@ -43,6 +44,7 @@ type Server struct {
 	problems map[string]string // source -> problem, shown by /readyz
 
 	inflight sync.WaitGroup
+	sessions sessionCalls // the calls in flight by MCP session
 }
 
 // lockDir is where VM locks meet other poligon processes using the same
@@ -57,6 +59,21 @@ func lockDir(cfg *config.Config) string {
 // Options are what the CLI decides beyond the config.
 type Options struct {
 	Logger *slog.Logger
+	// OpenBench makes each configured bench: the composition root
+	// (internal/benches.Open), which alone knows the backends.
+	OpenBench func(config.Bench, *slog.Logger) (Bench, error)
+}
+
+// Bench is a configured bench as the server uses it: what hostapi opens for
+// a caller, plus readiness, metrics and shutdown.
+type Bench interface {
+	hostapi.Bench
+	Problems() []string // for /readyz
+	Consoles() int      // open console connections, for /metrics
+	// Facts: what an operator should see of the bench (its accelerator,
+	// its API), for the startup log and /readyz.
+	Facts() map[string]string
+	Close() // drop connections; VMs keep running
 }
 
 // New builds a server from a checked config: its benches and the built-in
@@ -75,13 +92,16 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			MaxWait:  cfg.Limits.MaxWait.Duration,
 			BusyWait: cfg.Limits.BusyWait.Duration,
 		},
-		benches:  map[string]*bench{},
+		benches:  map[string]Bench{},
 		tools:    map[string]*Tool{},
 		problems: map[string]string{},
 		started:  time.Now(),
 	}
+	if opts.OpenBench == nil && len(cfg.Benches) > 0 {
+		return nil, fmt.Errorf("engine: no OpenBench to make the configured benches with")
+	}
 	for _, bc := range cfg.Benches {
-		b, err := openBench(bc, log)
+		b, err := opts.OpenBench(bc, log)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("bench %s: %w", bc.Name, err)
@@ -132,7 +152,7 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 // Config answers the effective config.
 func (s *Server) Config() *config.Config { return s.cfg }
 
-// Env answers the environment shared by every session.
+// Env answers the environment shared by every caller.
 func (s *Server) Env() *hostapi.Env { return s.env }
 
 // AddTool registers (or replaces) a tool; clients get list_changed.
@@ -191,7 +211,7 @@ func (s *Server) Problems() []string {
 		}
 	}
 	for _, name := range s.benchNames() {
-		for _, p := range s.benches[name].check() {
+		for _, p := range s.benches[name].Problems() {
 			out = append(out, fmt.Sprintf("bench %s: %s", name, p))
 		}
 	}
@@ -201,6 +221,15 @@ func (s *Server) Problems() []string {
 	}
 	s.mu.RUnlock()
 	sort.Strings(out)
+	return out
+}
+
+// BenchFacts answers what an operator should see of each bench, by name.
+func (s *Server) BenchFacts() map[string]map[string]string {
+	out := make(map[string]map[string]string, len(s.benches))
+	for name, b := range s.benches {
+		out[name] = b.Facts()
+	}
 	return out
 }
 
@@ -219,6 +248,11 @@ func (s *Server) handler(t *Tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.inflight.Add(1)
 		defer s.inflight.Done()
+		if req.Session != nil {
+			var done func()
+			ctx, done = s.sessions.track(ctx, req.Session.ID())
+			defer done()
+		}
 		start := time.Now()
 		rec := auditRecord{Tool: t.Name, Transport: "stdio"}
 		res, err := s.call(ctx, t, req, &rec)
@@ -257,20 +291,20 @@ func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, re
 	}
 	rec.Bench = benchName // the configured name, refused calls included
 	args, err := t.Decode(raw)
-	rec.Args = redact(t, raw)
+	rec.Args = redactArgs(t, raw)
 	if err != nil {
 		return errorResult(err), nil
 	}
 	if t.VMID != nil {
 		rec.VMID = t.VMID(args)
 	}
-	sess, err := s.Session(ctx, c, benchName)
+	who, err := s.Caller(ctx, c.creds, benchName)
 	if err != nil {
 		return errorResult(err), nil
 	}
-	rec.Owner = sess.Owner()
-	sess.WithProgress(progressTo(ctx, req))
-	res, err := t.Handle(ctx, &Call{Tool: t, Session: sess, Args: args, Request: req, Server: s})
+	rec.Owner = who.Owner()
+	who.WithProgress(progressTo(ctx, req))
+	res, err := t.Handle(ctx, &Call{Tool: t, Caller: who, Args: args, Request: req, Server: s})
 	if err != nil {
 		// A backend's failure is still the model's to read: as a Go error it
 		// would only see "internal error".
@@ -279,8 +313,8 @@ func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, re
 	return res, nil
 }
 
-// Session opens a hostapi session for a caller on a bench ("" = default).
-func (s *Server) Session(ctx context.Context, c Caller, benchName string) (*hostapi.Session, error) {
+// Caller binds credentials to a bench ("" = the default bench).
+func (s *Server) Caller(ctx context.Context, who hostapi.Credentials, benchName string) (*hostapi.Caller, error) {
 	if benchName == "" {
 		benchName = s.cfg.DefaultBench
 	}
@@ -288,11 +322,7 @@ func (s *Server) Session(ctx context.Context, c Caller, benchName string) (*host
 	if !ok {
 		return nil, hostapi.Failf("benches: "+strings.Join(s.benchNames(), ", "), "unknown bench %q", benchName)
 	}
-	be, lockNS, err := b.backend(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return hostapi.NewSession(ctx, s.env, hostapi.Caller{Owner: c.owner}, lockNS, be)
+	return hostapi.Open(ctx, s.env, b, who)
 }
 
 // progressTo sends MCP progress notifications when the client gave a
@@ -337,13 +367,13 @@ func (s *Server) Wait(ctx context.Context) error {
 // Close releases the benches' connections. Running VMs keep running.
 func (s *Server) Close() error {
 	for _, b := range s.benches {
-		b.close()
+		b.Close()
 	}
 	if s.audit != nil {
 		s.audit.close()
 	}
 	if s.scripts != nil {
-		s.scripts.wasm.Close(context.Background())
+		s.scripts.Close()
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"net/http"
 	"sync"
@@ -21,6 +22,9 @@ const sessionIdle = 24 * time.Hour
 type sessionBinding struct {
 	mu     sync.Mutex
 	owners map[string]boundSession
+	// abandon cancels the calls in flight on a session its client ends
+	// (DELETE): the SDK would wait for them before it closes the session.
+	abandon func(id string)
 }
 
 type boundSession struct {
@@ -28,8 +32,8 @@ type boundSession struct {
 	lastUsed    time.Time
 }
 
-func newSessionBinding() *sessionBinding {
-	return &sessionBinding{owners: map[string]boundSession{}}
+func newSessionBinding(abandon func(id string)) *sessionBinding {
+	return &sessionBinding{owners: map[string]boundSession{}, abandon: abandon}
 }
 
 func credentialDigest(h http.Header) [sha256.Size]byte {
@@ -53,6 +57,9 @@ func (b *sessionBinding) wrap(next http.Handler) http.Handler {
 				"hint":  "open your own session: initialize without an Mcp-Session-Id header",
 			})
 			return
+		}
+		if r.Method == http.MethodDelete {
+			b.abandon(id)
 		}
 		next.ServeHTTP(w, r)
 		if r.Method == http.MethodDelete {
@@ -123,3 +130,52 @@ func (s *sessionRecorder) Write(p []byte) (int, error) {
 
 // Unwrap lets http.ResponseController flush the SSE stream through us.
 func (s *sessionRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// sessionCalls are the tool calls in flight, by MCP session, so that a
+// session its client ends abandons them (no one will read their answers;
+// a VM lock held by one is freed). A client that only loses its stream
+// keeps its calls: it may come back for the answer.
+type sessionCalls struct {
+	mu    sync.Mutex
+	next  int
+	calls map[string]map[int]context.CancelFunc
+}
+
+// track makes ctx end when session id is abandoned; done forgets it.
+func (sc *sessionCalls) track(ctx context.Context, id string) (context.Context, func()) {
+	if id == "" {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	sc.mu.Lock()
+	if sc.calls == nil {
+		sc.calls = map[string]map[int]context.CancelFunc{}
+	}
+	if sc.calls[id] == nil {
+		sc.calls[id] = map[int]context.CancelFunc{}
+	}
+	sc.next++
+	n := sc.next
+	sc.calls[id][n] = cancel
+	sc.mu.Unlock()
+	return ctx, func() {
+		sc.mu.Lock()
+		delete(sc.calls[id], n)
+		if len(sc.calls[id]) == 0 {
+			delete(sc.calls, id)
+		}
+		sc.mu.Unlock()
+		cancel()
+	}
+}
+
+// abandon cancels every call in flight on session id.
+func (sc *sessionCalls) abandon(id string) {
+	sc.mu.Lock()
+	calls := sc.calls[id]
+	delete(sc.calls, id)
+	sc.mu.Unlock()
+	for _, cancel := range calls {
+		cancel()
+	}
+}

@@ -34,11 +34,11 @@ type Tool struct {
 	VMID func(args any) int
 }
 
-// Call is one tool call: the caller's session on the bench and the decoded
+// Call is one tool call: the caller on the bench and the decoded
 // arguments.
 type Call struct {
 	Tool    *Tool
-	Session *hostapi.Session
+	Caller  *hostapi.Caller
 	Args    any
 	Request *mcp.CallToolRequest
 	Server  *Server
@@ -48,6 +48,7 @@ type Call struct {
 func (t *Tool) def() *mcp.Tool {
 	return &mcp.Tool{
 		Name:        t.Name,
+		Title:       t.Annotations.Title,
 		Description: t.Description,
 		InputSchema: t.Schema,
 		Annotations: &t.Annotations,
@@ -111,11 +112,7 @@ func text(format string, args ...any) *mcp.CallToolResult {
 // when there is one, a "hint: ..." line.
 func errorResult(err error) *mcp.CallToolResult {
 	msg := "error: " + err.Error()
-	hint := hostapi.HintOf(err)
-	if hint == "" {
-		hint = fallbackHint(err)
-	}
-	if hint != "" {
+	if hint := hostapi.HintOf(err); hint != "" {
 		msg += "\nhint: " + hint
 	}
 	var ae *argError
@@ -150,10 +147,25 @@ func withImage(res *mcp.CallToolResult, png []byte) *mcp.CallToolResult {
 
 func ptr[T any](v T) *T { return &v }
 
-// Annotation sets.
+// Annotation sets, by the policy annotations_test.go states for every tool:
+// read-only changes no machine (no VM, no bench, not the server's disk);
+// destructive can lose data or state (a file's content, a VM's unsaved
+// state, work open in a desktop); idempotent: a second identical call
+// changes nothing more; open world: what it makes the guest do can reach
+// beyond the bench (the guest's network).
 var (
-	readOnly    = mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false), DestructiveHint: ptr(false)}
-	mutating    = mcp.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}
-	idempotent  = mcp.ToolAnnotations{DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}
-	destructive = mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)}
+	readOnly              = mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false), DestructiveHint: ptr(false)}
+	mutating              = mcp.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}
+	idempotent            = mcp.ToolAnnotations{DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}
+	destructive           = mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)}
+	destructiveIdempotent = mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}
+	// runsInGuest: a command or input the caller chose, run as root or as
+	// the desktop user; anything may follow.
+	runsInGuest = mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}
 )
+
+// titled is an annotation set with the tool's human title.
+func titled(ann mcp.ToolAnnotations, title string) mcp.ToolAnnotations {
+	ann.Title = title
+	return ann
+}

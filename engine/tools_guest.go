@@ -53,17 +53,17 @@ type fileWriteArgs struct {
 }
 
 func guestTools() []*Tool {
-	write := newTool("vm_file_write", "Write a file into the guest (yours only), replacing it.", idempotent, fileWrite)
+	write := newTool("vm_file_write", "Write a file into the guest (yours only), replacing it.", titled(destructiveIdempotent, "Write a file in the guest"), fileWrite)
 	write.Redact = []string{"content_base64"}
 	return []*Tool{
 		newTool("vm_exec", "Run a shell command in the guest as root via the guest agent, with umask 022, in the guest's own locale; answers exit N, then stdout as is, then stderr after a --- stderr line when there is any. A command with non-ASCII bytes travels base64-encoded.",
-			mutating, execTool),
+			titled(runsInGuest, "Run a shell command"), execTool),
 		newTool("vm_run", "Run a long command detached as root (dist-upgrade, a reboot, a build) and wait up to wait s (max 50): done exit N after S s, failed exit N ... or running for S s, then the last 20 lines of its output. Call again with the same command to keep waiting; a finished run is reported, not repeated (restart=true runs it again); an agent that stops answering across a reboot is waited for. State lives in /var/tmp/poligon-run in the guest.",
-			mutating, runTool),
+			titled(runsInGuest, "Run a long command"), runTool),
 		newTool("vm_exec_gui", "Launch a GUI program inside the user's desktop session, detached, with the session's own DISPLAY/XAUTHORITY/WAYLAND_DISPLAY/DBUS_SESSION_BUS_ADDRESS/LANG/LC_* (read from the session's processes); answers whether it still runs after 2 s and its first output lines.",
-			mutating, execGUI),
+			titled(runsInGuest, "Launch a GUI program"), execGUI),
 		newTool("vm_file_read", "Read a file from the guest: text as is, a window of max_bytes from offset with a last line ... truncated at N of M bytes, continue with offset=N; a PNG or JPEG comes back as an image.",
-			readOnly, fileRead),
+			titled(readOnly, "Read a file from the guest"), fileRead),
 		write,
 	}
 }

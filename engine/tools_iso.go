@@ -44,17 +44,17 @@ type diskAddArgs struct {
 
 func isoTools() []*Tool {
 	return []*Tool{
-		newTool("iso_list", "Installer ISOs on the bench's storage: TSV volid<TAB>size.", readOnly, isoList),
+		newTool("iso_list", "Installer ISOs on the bench's storage: TSV volid<TAB>size.", titled(readOnly, "List installer ISOs"), isoList),
 		newTool("vm_create_iso", "Create a VM that boots from an installer ISO (installer bugs: partitioning, RAID, LUKS), named <owner>-repro-<name>, with empty disks; it has no guest agent until installed, so drive the installer over the console (ui_*). Answers vmid N name on node; start it with vm_start.",
-			mutating, createISO),
-		newTool("vm_eject", "Remove the installer CD (yours only) so the VM boots from disk after the install.", idempotent, eject),
-		newTool("vm_disk_resize", "Grow a VM disk (yours only) when the installer's layout needs more.", idempotent, diskResize),
-		newTool("vm_disk_add", "Add empty disks (yours only), for RAID install bugs.", mutating, diskAdd),
+			titled(idempotent, "Create a VM from an ISO"), createISO),
+		newTool("vm_eject", "Remove the installer CD (yours only) so the VM boots from disk after the install.", titled(destructiveIdempotent, "Eject the installer CD"), eject),
+		newTool("vm_disk_resize", "Grow a VM disk (yours only) when the installer's layout needs more.", titled(idempotent, "Grow a disk"), diskResize),
+		newTool("vm_disk_add", "Add empty disks (yours only), for RAID install bugs.", titled(mutating, "Add disks"), diskAdd),
 	}
 }
 
 func isoList(ctx context.Context, c *Call, in *isoListArgs) (*mcp.CallToolResult, error) {
-	isos, err := c.Session.ISOs(ctx, in.Storage)
+	isos, err := c.Caller.ISOs(ctx, in.Storage)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func filterNote(f string) string {
 }
 
 func createISO(ctx context.Context, c *Call, in *createISOArgs) (*mcp.CallToolResult, error) {
-	res, err := c.Session.CreateFromISO(ctx, hostapi.ISOVM{
+	res, err := c.Caller.CreateFromISO(ctx, hostapi.ISOVM{
 		Name: in.Name, ISO: in.ISO, DiskGB: in.DiskGB, Disks: in.Disks, MemMB: in.MemMB,
 		Cores: in.Cores, UEFI: in.UEFI, Pool: in.Pool, Storage: in.Storage,
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/backends/backendtest"
 	"github.com/poligon/poligon/backends/qemu"
 	"github.com/poligon/poligon/internal/testvm"
 )
@@ -50,6 +51,22 @@ func bootVM(t *testing.T, cs *mcp.ClientSession, vmid int) {
 		if i == 3 {
 			t.Fatalf("not booted after 4 calls: %s", out)
 		}
+	}
+}
+
+// runUntilEnd calls vm_run for cmd (the first call with restart) until it
+// answers something else than "running for".
+func runUntilEnd(t *testing.T, cs *mcp.ClientSession, vmid int, cmd string, restart bool) string {
+	t.Helper()
+	for deadline := time.Now().Add(backendtest.HangGuard); ; {
+		out := mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": cmd, "wait": 10, "restart": restart})
+		if !strings.HasPrefix(out, "running for") {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("vm_run of %q still running after %s: %q", cmd, backendtest.HangGuard, out)
+		}
+		restart = false
 	}
 }
 
@@ -125,33 +142,28 @@ func TestToolsOnTiny(t *testing.T) {
 	})
 
 	t.Run("run detached", func(t *testing.T) {
-		cmd := "echo start >> /tmp/runs; sleep 4; echo finished-run"
+		// The command runs until its gate file exists: the first answer is
+		// "running" however slow the machine is.
+		cmd := "echo start >> /tmp/runs; while [ ! -e /tmp/run-gate ]; do sleep 0.1; done; echo finished-run"
 		out := mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": cmd, "wait": 1})
 		if !strings.HasPrefix(out, "running for") {
 			t.Fatalf("vm_run first call = %q", out)
 		}
-		for i := 0; ; i++ {
-			out = mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": cmd, "wait": 10})
-			if strings.HasPrefix(out, "done exit 0") {
-				break
-			}
-			if i == 3 {
-				t.Fatalf("vm_run never finished: %q", out)
-			}
+		mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "touch /tmp/run-gate"})
+		if out = runUntilEnd(t, cs, vmid, cmd, false); !strings.HasPrefix(out, "done exit 0") || !strings.Contains(out, "finished-run") {
+			t.Fatalf("vm_run after its gate opened = %q", out)
 		}
-		if !strings.Contains(out, "finished-run") {
-			t.Fatalf("vm_run tail = %q", out)
+		if out := mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": cmd, "wait": 1}); !strings.HasPrefix(out, "done exit 0") {
+			t.Fatalf("vm_run of a finished run = %q", out)
 		}
-		mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": cmd, "wait": 1})
 		if out := mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "wc -l < /tmp/runs"}); out != "exit 0\n1\n" {
 			t.Fatalf("a finished run was repeated: %q", out)
 		}
-		mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": cmd, "wait": 1, "restart": true})
-		if out := mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "sleep 1; wc -l < /tmp/runs"}); out != "exit 0\n2\n" {
+		runUntilEnd(t, cs, vmid, cmd, true)
+		if out := mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "wc -l < /tmp/runs"}); out != "exit 0\n2\n" {
 			t.Fatalf("restart=true did not run it again: %q", out)
 		}
-		out = mustOK(t, cs, "vm_run", map[string]any{"vmid": vmid, "command": "exit 7", "wait": 10})
-		if !strings.HasPrefix(out, "failed exit 7") {
+		if out = runUntilEnd(t, cs, vmid, "exit 7", false); !strings.HasPrefix(out, "failed exit 7") {
 			t.Fatalf("vm_run of a failing command = %q", out)
 		}
 	})
@@ -186,7 +198,7 @@ func TestToolsOnTiny(t *testing.T) {
 		if res.IsError || !strings.Contains(out, "timing: ") || len(res.Content) != 3 {
 			t.Fatalf("ui_key with screenshot = %q (%d parts)", out, len(res.Content))
 		}
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(backendtest.HangGuard)
 		for {
 			if out := mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "cat /tmp/t"}); out == "exit 0\ntyped-5\n" {
 				break
@@ -223,7 +235,7 @@ func TestToolsOnTiny(t *testing.T) {
 
 	t.Run("ownership", func(t *testing.T) {
 		d := s.benches["local"]
-		be, _, _ := d.backend(ctx, LocalCaller(cfg))
+		be, _, _ := d.Open(ctx, localCaller(cfg).creds)
 		lc := be.(backends.Lifecycle)
 		foreign, task, err := lc.Clone(ctx, backends.CloneRequest{Template: 9000, Name: "other-repro-x"})
 		if err != nil {
@@ -247,26 +259,38 @@ func TestToolsOnTiny(t *testing.T) {
 	t.Run("one VM serializes, others run", func(t *testing.T) {
 		other := atoi(t, cloneTiny(t, cs, "other"))
 		defer call(t, cs, "vm_destroy", map[string]any{"vmid": other, "confirm": true, "wait": 50})
-		var wg sync.WaitGroup
-		wg.Add(1)
+		// The exec holds the VM until the test writes its release file
+		// through the backend, beneath the locks.
+		be, _, _ := s.benches["local"].Open(ctx, localCaller(cfg).creds)
+		execOut := make(chan string, 1)
 		go func() {
-			defer wg.Done()
-			call(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "sleep 8"})
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "vm_exec", Arguments: map[string]any{"vmid": vmid,
+				"command": "while [ ! -e /tmp/release ]; do sleep 0.1; done; echo released"}})
+			if err != nil {
+				execOut <- err.Error()
+				return
+			}
+			execOut <- resultText(res)
 		}()
 		// Until the exec holds the lock a screenshot goes through; then it
 		// waits the busy wait (1 s here) and is refused.
-		for deadline := time.Now().Add(6 * time.Second); ; {
+		for deadline := time.Now().Add(backendtest.HangGuard); ; {
 			out, res := call(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
 			if res.IsError && strings.Contains(out, "is busy") {
 				break
 			}
-			if res.IsError || time.Now().After(deadline) {
+			if res.IsError || len(execOut) > 0 || time.Now().After(deadline) {
 				t.Fatalf("ui_screenshot while an exec holds the VM = %q", out)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 		mustOK(t, cs, "vm_snapshot", map[string]any{"vmid": other, "name": "cold"})
-		wg.Wait()
+		if err := be.(backends.Guest).WriteFile(ctx, vmid, "/tmp/release", nil); err != nil {
+			t.Fatal(err)
+		}
+		if out := <-execOut; out != "exit 0\nreleased\n" {
+			t.Fatalf("the exec holding the VM answered %q", out)
+		}
 		mustOK(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
 	})
 
@@ -291,16 +315,19 @@ func TestToolsOnTiny(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pc.Close()
-		params := &mcp.CallToolParams{Name: "vm_run", Arguments: map[string]any{"vmid": vmid, "command": "sleep 8", "wait": 5}}
+		// The command runs until its gate file exists: the call waits its
+		// whole 5 s however slow the machine is.
+		params := &mcp.CallToolParams{Name: "vm_run", Arguments: map[string]any{"vmid": vmid, "command": "while [ ! -e /tmp/progress-gate ]; do sleep 0.2; done", "wait": 5}}
 		params.SetProgressToken("run-1")
 		res, err := pc.CallTool(ctx, params)
 		if err != nil || res.IsError || !strings.HasPrefix(resultText(res), "running for") {
 			t.Fatalf("vm_run: %v %v", err, res)
 		}
+		mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "touch /tmp/progress-gate"})
 		mu.Lock()
 		defer mu.Unlock()
 		// The wait lasts 5 s by construction; progress comes every 2 s.
-		if len(got) == 0 || got[0].ProgressToken != "run-1" || got[0].Total != 5 || !strings.Contains(got[0].Message, "sleep 8") {
+		if len(got) == 0 || got[0].ProgressToken != "run-1" || got[0].Total != 5 || !strings.Contains(got[0].Message, "progress-gate") {
 			t.Fatalf("progress notifications: %+v", got)
 		}
 	})
@@ -312,19 +339,23 @@ func TestToolsOnTiny(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The command never ends by itself (until the gate file exists): only
+		// a server that abandons the dropped call is done before the exec's
+		// own 120 s timeout.
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err = hc.CallTool(cctx, &mcp.CallToolParams{Name: "vm_exec", Arguments: map[string]any{"vmid": vmid, "command": "sleep 6"}})
+		_, err = hc.CallTool(cctx, &mcp.CallToolParams{Name: "vm_exec", Arguments: map[string]any{"vmid": vmid,
+			"command": "while [ ! -e /tmp/drop-gate ]; do sleep 0.1; done"}})
 		cancel()
 		if err == nil {
 			t.Fatal("the dropped call answered")
 		}
 		hc.Close()
-		// The server finishes or abandons the call, frees the VM and serves on.
-		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+		wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
 		defer wcancel()
 		if err := s.Wait(wctx); err != nil {
-			t.Fatalf("calls still in flight 30 s after the client dropped: %v", err)
+			t.Fatalf("the call still runs 60 s after its client dropped: the server did not abandon it: %v", err)
 		}
+		mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "touch /tmp/drop-gate"}) // the VM is free again
 		if code, _ := get(t, ts.URL+"/healthz", "", nil); code != 200 {
 			t.Fatalf("/healthz after a dropped client: %d", code)
 		}

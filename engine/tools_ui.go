@@ -18,7 +18,7 @@ type screenshotArgs struct {
 	VMID   int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
 	Path   string  `json:"path,omitempty" desc:"also save the full-size PNG here, inside the server's evidence directory"`
 	Scale  float64 `json:"scale,omitempty" desc:"downscale the image (0.5 for a cheap state check); coordinates stay full-size" min:"0" max:"1"`
-	Region string  `json:"region,omitempty" desc:"one window only: an X window id, or a substring of its title, class or class name (X11 sessions; needs xdotool in the guest, installed on first use)"`
+	Region string  `json:"region,omitempty" desc:"one window only: an X window id, or a substring of its title, class or class name (X11 sessions; needs xdotool and xwininfo in the guest)"`
 	User   string  `json:"user,omitempty" desc:"the desktop user whose X session region= looks in" default:"test"`
 }
 
@@ -73,18 +73,18 @@ type keyArgs struct {
 
 func uiTools() []*Tool {
 	typeTool := newTool("ui_type", "Type text into the console character by character (keysym events; Shift is held for capitals and the shifted US symbols, so & and _ arrive as typed).",
-		mutating, typeText)
+		titled(runsInGuest, "Type text"), typeText)
 	typeTool.Redact = []string{"text"}
 	return []*Tool{
 		newTool("ui_screenshot", "Screenshot of the VM console as an image, with one size line (1280x800); scale=0.5 for a cheap state check, region=<window> for one window of an X11 session; path also saves the full-size PNG in the server's evidence directory.",
-			readOnly, screenshot),
+			titled(destructiveIdempotent, "Take a screenshot"), screenshot),
 		newTool("ui_wait_for", "Wait for the screen instead of guessing a delay: with window until a window whose title, class or class name contains it is visible (gone=true: until it is not), without it until the screen stops changing. Answers window ... after S s at x,y WxH, screen settled after S s, or timeout after S s; screenshot=true adds the image.",
-			readOnly, waitFor),
+			titled(readOnly, "Wait for a window or a still screen"), waitFor),
 		newTool("ui_click", "Mouse click at console coordinates: move, press 300 ms, release; count=2 for a double click. screenshot=true answers with the screen as soon as it settles (settle_ms is the longest wait) or wait_window shows; otherwise ok.",
-			mutating, click),
-		newTool("ui_drag", "Drag with the left button from (x1,y1) to (x2,y2).", mutating, drag),
+			titled(runsInGuest, "Click"), click),
+		newTool("ui_drag", "Drag with the left button from (x1,y1) to (x2,y2).", titled(runsInGuest, "Drag"), drag),
 		typeTool,
-		newTool("ui_key", "Press a key or combination by qemu sendkey name (ret, tab, esc, ctrl-alt-f2, alt-f2, ctrl-c, ...).", mutating, key),
+		newTool("ui_key", "Press a key or combination by qemu sendkey name (ret, tab, esc, ctrl-alt-f2, alt-f2, ctrl-c, ...).", titled(runsInGuest, "Press a key"), key),
 	}
 }
 
@@ -125,12 +125,9 @@ func screenshot(ctx context.Context, c *Call, in *screenshotArgs) (*mcp.CallTool
 		full := f
 		var lines []string
 		if in.Region != "" {
-			w, installed, err := v.FindWindow(ctx, in.Region, in.User)
+			w, err := v.FindWindow(ctx, in.Region, in.User)
 			if err != nil {
 				return nil, err
-			}
-			if installed {
-				lines = append(lines, "installed xdotool in guest")
 			}
 			box := w.Box.Intersect(f.Image.Bounds())
 			if box.Empty() {
@@ -144,7 +141,7 @@ func screenshot(ctx context.Context, c *Call, in *screenshotArgs) (*mcp.CallTool
 			f = hostapi.Frame{Image: sub, At: f.At}
 		}
 		if in.Path != "" { // last: a refused call saves nothing
-			saved, err := c.Session.SaveShot(full, in.Path)
+			saved, err := c.Caller.SaveShot(full, in.Path)
 			if err != nil {
 				return nil, err
 			}
@@ -168,12 +165,11 @@ func waitFor(ctx context.Context, c *Call, in *waitForArgs) (*mcp.CallToolResult
 				line = fmt.Sprintf("timeout after %.1f s", w.Elapsed.Seconds())
 			case in.Gone:
 				line = fmt.Sprintf("window %q gone after %.1f s", in.Window, w.Elapsed.Seconds())
+			case w.Window.Unplaced != nil:
+				line = fmt.Sprintf("window %q after %.1f s, at an unknown position: %v\nhint: %s", w.Window.Title, w.Elapsed.Seconds(), w.Window.Unplaced, hostapi.HintOf(w.Window.Unplaced))
 			default:
 				b := w.Window.Box
 				line = fmt.Sprintf("window %q after %.1f s at %d,%d %dx%d", w.Window.Title, w.Elapsed.Seconds(), b.Min.X, b.Min.Y, b.Dx(), b.Dy())
-			}
-			if w.Installed {
-				line += "\ninstalled xdotool in guest"
 			}
 		} else {
 			s, err := v.WaitStill(ctx, 0, timeout)

@@ -65,26 +65,26 @@ type destroyArgs struct {
 func vmTools() []*Tool {
 	return []*Tool{
 		newTool("vm_list_templates", "Clonable templates (not-for-clone ones are hidden). Without filter: TSV family<TAB>variants, one line per family; with a substring filter: TSV vmid<TAB>name<TAB>node, a name on several nodes folded into one line.",
-			readOnly, listTemplates),
+			titled(readOnly, "List templates"), listTemplates),
 		newTool("vm_list_my_vms", "Your VMs (<owner>-repro-*, in your pools on Proxmox): a line naming the owner, then TSV vmid<TAB>name<TAB>node<TAB>status.",
-			readOnly, listMyVMs),
+			titled(readOnly, "List my VMs"), listMyVMs),
 		newTool("vm_task_wait", "Wait for a backend task (clone, start, stop, snapshot, ...) to finish, at most 50 s per call; answers done, failed, or still running: call again.",
-			readOnly, taskWait),
+			titled(readOnly, "Wait for a task"), taskWait),
 		newTool("vm_clone", "Clone a template as <owner>-repro-<name>; answers vmid N <name> on <node>, plus task still running, upid=... when the clone outlives wait (then poll vm_task_wait). A name that exists already is refused with its vmid: look in vm_list_my_vms before cloning again.",
-			mutating, clone),
-		newTool("vm_start", "Start a VM (yours only).", idempotent, lifecycle("started", (*hostapi.VM).Start)),
-		newTool("vm_stop", "Stop (power off) a VM (yours only): ACPI shutdown, then hard after a grace period.", idempotent, lifecycle("stopped", (*hostapi.VM).Stop)),
+			titled(idempotent, "Clone a template"), clone),
+		newTool("vm_start", "Start a VM (yours only).", titled(idempotent, "Start a VM"), lifecycle("started", (*hostapi.VM).Start)),
+		newTool("vm_stop", "Stop (power off) a VM (yours only): ACPI shutdown, then hard after a grace period.", titled(destructiveIdempotent, "Stop a VM"), lifecycle("stopped", (*hostapi.VM).Stop)),
 		newTool("vm_wait_boot", "Wait until the guest agent answers (the VM booted), at most 50 s per call; not booted after N s means call again.",
-			readOnly, waitBoot),
-		newTool("vm_snapshot", "Snapshot a VM (yours only): disks, and memory when it runs.", mutating, snapshot("snapshot %s taken", (*hostapi.VM).Snapshot)),
-		newTool("vm_rollback", "Roll a VM back to a snapshot and start it (yours only).", destructive, snapshot("rolled back to %s", (*hostapi.VM).Rollback)),
-		newTool("vm_destroy", "Destroy a VM and its disks (yours only; confirm=true required); stops it first if it runs.", destructive, destroy),
+			titled(readOnly, "Wait for the boot"), waitBoot),
+		newTool("vm_snapshot", "Snapshot a VM (yours only): disks, and memory when it runs.", titled(idempotent, "Take a snapshot"), snapshot("snapshot %s taken", (*hostapi.VM).Snapshot)),
+		newTool("vm_rollback", "Roll a VM back to a snapshot and start it (yours only).", titled(destructive, "Roll back to a snapshot"), snapshot("rolled back to %s", (*hostapi.VM).Rollback)),
+		newTool("vm_destroy", "Destroy a VM and its disks (yours only; confirm=true required); stops it first if it runs.", titled(destructiveIdempotent, "Destroy a VM"), destroy),
 	}
 }
 
 // withVM checks the VM is the caller's and holds its lock for the call.
 func withVM(ctx context.Context, c *Call, vmid int, fn func(v *hostapi.VM) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
-	v, release, err := c.Session.LockVM(ctx, vmid)
+	v, release, err := c.Caller.LockVM(ctx, vmid)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func withVM(ctx context.Context, c *Call, vmid int, fn func(v *hostapi.VM) (*mcp
 }
 
 func listTemplates(ctx context.Context, c *Call, in *listTemplatesArgs) (*mcp.CallToolResult, error) {
-	tpls, err := c.Session.Templates(ctx)
+	tpls, err := c.Caller.Templates(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +169,11 @@ func contains(list []string, s string) bool {
 }
 
 func listMyVMs(ctx context.Context, c *Call, in *noArgs) (*mcp.CallToolResult, error) {
-	vms, err := c.Session.MyVMs(ctx)
+	vms, err := c.Caller.MyVMs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	head := fmt.Sprintf("owner %s: %d VMs named %s*\n", c.Session.Owner(), len(vms), c.Session.Prefix())
+	head := fmt.Sprintf("owner %s: %d VMs named %s*\n", c.Caller.Owner(), len(vms), c.Caller.Prefix())
 	rows := make([][]string, len(vms))
 	for i, vm := range vms {
 		rows[i] = []string{strconv.Itoa(vm.VMID), vm.Name, vm.Node, vm.Status}
@@ -193,7 +193,7 @@ func taskLine(r hostapi.TaskResult) string {
 }
 
 func taskWait(ctx context.Context, c *Call, in *taskWaitArgs) (*mcp.CallToolResult, error) {
-	r, err := c.Session.WaitTask(ctx, in.UPID, in.Timeout)
+	r, err := c.Caller.WaitTask(ctx, in.UPID, in.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +209,7 @@ func taskWait(ctx context.Context, c *Call, in *taskWaitArgs) (*mcp.CallToolResu
 func clone(ctx context.Context, c *Call, in *cloneArgs) (*mcp.CallToolResult, error) {
 	name := in.Name
 	if name == "" {
-		tpls, err := c.Session.Templates(ctx)
+		tpls, err := c.Caller.Templates(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +219,7 @@ func clone(ctx context.Context, c *Call, in *cloneArgs) (*mcp.CallToolResult, er
 			}
 		}
 	}
-	res, err := c.Session.Clone(ctx, in.TemplateVMID, name, in.Full, in.Pool, in.Wait)
+	res, err := c.Caller.Clone(ctx, in.TemplateVMID, name, in.Full, in.Pool, in.Wait)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/poligon/poligon/engine"
+	"github.com/poligon/poligon/engine/catalog"
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/benches"
 )
 
 // runScript: poligon run SCRIPT (--vm N | --template T) [--param k=v ...]
@@ -53,7 +55,7 @@ func runScript(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log := newLogger(stderr, "warn")
-	srv, err := engine.New(cfg, engine.Options{Logger: log})
+	srv, err := engine.New(cfg, engine.Options{Logger: log, OpenBench: openBench(benches.NewRoot())})
 	if err != nil {
 		return err
 	}
@@ -67,7 +69,7 @@ func runScript(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Progress: func(format string, args ...any) {
 			fmt.Fprintf(stderr, "%s %s\n", stamp(), fmt.Sprintf(format, args...))
 		},
-		Hooks: engine.RunHooks{
+		Hooks: catalog.RunHooks{
 			Log: func(msg string, args ...any) { fmt.Fprintf(stderr, "%s   %s%s\n", stamp(), msg, kvText(args)) },
 			Step: func(call string, args, answer json.RawMessage, err error, took time.Duration) {
 				result := "ok"
@@ -108,7 +110,7 @@ func checkScripts(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	reports, err := engine.CheckScripts(ctx, dir, cfg.StateDir, newLogger(io.Discard, "error"))
+	reports, err := catalog.Check(ctx, dir, cfg.StateDir, engine.BuiltinNames(), newLogger(io.Discard, "error"))
 	if err != nil {
 		return err
 	}
@@ -138,7 +140,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, "usage: poligon replay TRANSCRIPT [--script FILE]")
 		return exitError(2)
 	}
-	rep, err := engine.Replay(ctx, file, *script, newLogger(stderr, "warn"))
+	rep, err := catalog.Replay(ctx, file, *script, newLogger(stderr, "warn"))
 	if rep.Changed {
 		fmt.Fprintf(stderr, "note: %s changed since the transcript was recorded\n", rep.Script)
 	}

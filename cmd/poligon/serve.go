@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/engine"
+	"github.com/poligon/poligon/internal/benches"
 )
 
 // common flags of every command that reads the config.
@@ -101,7 +104,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *stdio {
 		transport = "stdio"
 	}
-	srv, err := engine.New(cfg, engine.Options{Logger: log})
+	srv, err := engine.New(cfg, engine.Options{Logger: log, OpenBench: openBench(benches.NewRoot())})
 	if err != nil {
 		return err
 	}
@@ -116,6 +119,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log.Info("poligon starting", "version", engine.Version, "transport", transport, "benches", len(cfg.Benches), "tools", len(srv.ToolNames()))
+	for name, facts := range srv.BenchFacts() {
+		args := []any{"bench", name}
+		for _, k := range slices.Sorted(maps.Keys(facts)) {
+			args = append(args, k, facts[k])
+		}
+		log.Info("bench", args...)
+	}
 	for _, p := range srv.Problems() {
 		log.Warn("not ready", "problem", p)
 	}
@@ -180,4 +190,16 @@ func healthcheck(args []string, stderr io.Writer) error {
 		return exitError(1)
 	}
 	return nil
+}
+
+// openBench is the composition root's (internal/benches): the one place
+// the binary learns its backends.
+func openBench(root *benches.Root) func(config.Bench, *slog.Logger) (engine.Bench, error) {
+	return func(bc config.Bench, log *slog.Logger) (engine.Bench, error) {
+		b, err := root.Open(bc, log)
+		if err != nil {
+			return nil, err // not a typed nil inside an interface
+		}
+		return b, nil
+	}
 }

@@ -462,6 +462,8 @@ prune_cache() {
 # template_main [DATA_DIR]
 template_main() {
 	DATA=${1:-${POLIGON_DATA:-${XDG_DATA_HOME:-$HOME/.local/share}/poligon}}
+	# Absolute: the build changes directory, and a relative path would point elsewhere there.
+	mkdir -p "$DATA" && DATA=$(cd "$DATA" && pwd) || { log "error: cannot use $DATA as the data directory"; return 1; }
 	TEMPLATES=$DATA/templates
 	CACHE=$DATA/cache/$NAME
 	DEBS=$DATA/cache/tiny/debs # shared by tiny and its variants

@@ -1,9 +1,8 @@
-package engine
+package catalog
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"maps"
 	"path/filepath"
 	"sort"
@@ -15,61 +14,66 @@ import (
 	"github.com/poligon/poligon/runtime/wasm"
 )
 
-// LoadScripts loads the shipped scripts and recipes and those of the
-// scripts directory, and registers the tool scripts. A shipped script that
-// fails to load is a bug (an error here); a file of the directory that fails
-// is reported (log, /readyz) and skipped.
-func (s *Server) LoadScripts(ctx context.Context) error {
-	engine, err := wasm.NewEngine(ctx, wasm.Options{CacheDir: filepath.Join(s.cfg.StateDir, "wasm-cache"), Logger: s.log})
-	if err != nil {
-		return err
+// Open loads the shipped scripts and recipes and those of opts.Dir, and
+// tells opts.Tools of every tool script. A shipped script that fails to load
+// is a bug (an error here); a file of the directory that fails is reported
+// (log, Tools.SetProblem) and skipped. Close releases the Wasm engine.
+func Open(ctx context.Context, opts Options) (*Catalog, error) {
+	cacheDir := ""
+	if opts.StateDir != "" {
+		cacheDir = filepath.Join(opts.StateDir, "wasm-cache")
 	}
-	ss, err := newScriptSet(ctx, s.log, engine, s.cfg.ScriptsDir)
+	engine, err := wasm.NewEngine(ctx, wasm.Options{CacheDir: cacheDir, Logger: opts.Logger})
 	if err != nil {
+		return nil, err
+	}
+	ss := &Catalog{tools: opts.Tools, log: opts.Logger, wasm: engine, dir: opts.Dir, stateDir: opts.StateDir,
+		limits: opts.Limits, reserved: opts.Reserved,
+		byName: map[string]*Script{}, shipped: map[string]*Script{}, byFile: map[string]*Script{}, problems: map[string]error{}}
+	if err := ss.loadShipped(ctx); err != nil {
 		engine.Close(ctx)
-		return err
+		return nil, err
 	}
-	ss.srv = s
-	s.scripts = ss
 	for _, sc := range ss.shipped {
-		if sc.manifest().Tool {
+		if sc.Manifest().Tool {
 			ss.addTool(sc)
 		}
 	}
 	ss.rescan(ctx)
-	return nil
+	return ss, nil
 }
 
-// newScriptSet loads the shipped scripts into a set that will serve dir.
-func newScriptSet(ctx context.Context, log *slog.Logger, engine *wasm.Engine, dir string) (*scriptSet, error) {
-	ss := &scriptSet{log: log, wasm: engine, dir: dir,
-		byName: map[string]*script{}, shipped: map[string]*script{}, byFile: map[string]*script{}, problems: map[string]error{}}
+// Close releases the compiled Wasm modules.
+func (ss *Catalog) Close() { ss.wasm.Close(context.Background()) }
+
+// loadShipped compiles the embedded scripts and recipes.
+func (ss *Catalog) loadShipped(ctx context.Context) error {
 	srcs, err := shippedSources()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, src := range srcs {
 		sc, err := ss.compile(ctx, src)
 		if err != nil {
-			return nil, fmt.Errorf("shipped script %s: %w", src.file, err)
+			return fmt.Errorf("shipped script %s: %w", src.file, err)
 		}
-		if other, dup := ss.shipped[sc.name]; dup {
-			return nil, fmt.Errorf("shipped scripts %s and %s share the name %s", other.file, sc.file, sc.name)
+		if other, dup := ss.shipped[sc.Name]; dup {
+			return fmt.Errorf("shipped scripts %s and %s share the name %s", other.File, sc.File, sc.Name)
 		}
-		ss.shipped[sc.name] = sc
+		ss.shipped[sc.Name] = sc
 	}
 	for name, err := range ss.check(ss.shipped) {
-		return nil, fmt.Errorf("shipped script %s: %w", name, err)
+		return fmt.Errorf("shipped script %s: %w", name, err)
 	}
 	ss.byName = maps.Clone(ss.shipped)
-	return ss, nil
+	return nil
 }
 
 // rescan brings the loaded set in line with the scripts directory: new and
 // changed files are compiled and checked, removed ones dropped. A file that
 // fails keeps its previous version live. Tools are added, replaced or
 // removed to match; the MCP server tells clients (list_changed).
-func (ss *scriptSet) rescan(ctx context.Context) {
+func (ss *Catalog) rescan(ctx context.Context) {
 	srcs, err := dirSources(ss.dir)
 	if err != nil {
 		ss.log.Warn("scripts directory unreadable", "dir", ss.dir, "err", err)
@@ -81,11 +85,11 @@ func (ss *scriptSet) rescan(ctx context.Context) {
 	current := maps.Clone(ss.byFile)
 	ss.mu.RUnlock()
 
-	next := map[string]*script{} // by file
+	next := map[string]*Script{} // by file
 	problems := map[string]error{}
 	for _, src := range srcs {
 		cur, had := current[src.file]
-		if had && cur.sum == src.sum() {
+		if had && cur.Sum == src.sum() {
 			next[src.file] = cur
 			continue
 		}
@@ -135,7 +139,7 @@ func (ss *scriptSet) rescan(ctx context.Context) {
 
 // merge answers the name -> script set (shipped, overridden by the
 // directory's) and which file each name came from ("" for shipped).
-func (ss *scriptSet) merge(dir map[string]*script) (map[string]*script, map[string]string) {
+func (ss *Catalog) merge(dir map[string]*Script) (map[string]*Script, map[string]string) {
 	set := maps.Clone(ss.shipped)
 	owner := map[string]string{}
 	files := make([]string, 0, len(dir))
@@ -145,18 +149,18 @@ func (ss *scriptSet) merge(dir map[string]*script) (map[string]*script, map[stri
 	sort.Strings(files)
 	for _, f := range files {
 		sc := dir[f]
-		set[sc.name] = sc
-		owner[sc.name] = f
+		set[sc.Name] = sc
+		owner[sc.Name] = f
 	}
 	return set, owner
 }
 
 // duplicates reports the files of the directory that share a name, except
 // the one already registered under it.
-func duplicates(dir map[string]*script) map[string]error {
+func duplicates(dir map[string]*Script) map[string]error {
 	byName := map[string][]string{}
 	for f, sc := range dir {
-		byName[sc.name] = append(byName[sc.name], f)
+		byName[sc.Name] = append(byName[sc.Name], f)
 	}
 	out := map[string]error{}
 	for name, files := range byName {
@@ -173,7 +177,7 @@ func duplicates(dir map[string]*script) map[string]error {
 
 // revert puts a file back to its previous version, or drops it when it had
 // none (or the previous one is what failed).
-func (ss *scriptSet) revert(next, current map[string]*script, file string) {
+func (ss *Catalog) revert(next, current map[string]*Script, file string) {
 	if cur, ok := current[file]; ok && next[file] != cur {
 		next[file] = cur
 		return
@@ -183,7 +187,7 @@ func (ss *scriptSet) revert(next, current map[string]*script, file string) {
 
 // apply installs the settled set and registers its tools; it answers how
 // many scripts are new or changed.
-func (ss *scriptSet) apply(next map[string]*script, problems map[string]error) int {
+func (ss *Catalog) apply(next map[string]*Script, problems map[string]error) int {
 	set, _ := ss.merge(next)
 	ss.mu.Lock()
 	old := ss.byName
@@ -198,17 +202,17 @@ func (ss *scriptSet) apply(next map[string]*script, problems map[string]error) i
 			continue
 		}
 		changed++
-		if sc.manifest().Tool {
+		if sc.Manifest().Tool {
 			ss.addTool(sc)
-			ss.log.Info("script tool loaded", "tool", "vm_"+name, "file", sc.file)
-		} else if prev, ok := old[name]; ok && prev.manifest().Tool {
-			ss.removeTool("vm_" + name)
+			ss.log.Info("script tool loaded", "tool", "vm_"+name, "file", sc.File)
+		} else if prev, ok := old[name]; ok && prev.Manifest().Tool {
+			ss.removeTool(name)
 		}
 	}
 	for name, prev := range old {
-		if _, still := set[name]; !still && prev.manifest().Tool {
-			ss.removeTool("vm_" + name)
-			ss.log.Info("script tool removed", "tool", "vm_"+name, "file", prev.file)
+		if _, still := set[name]; !still && prev.Manifest().Tool {
+			ss.removeTool(name)
+			ss.log.Info("script tool removed", "tool", "vm_"+name, "file", prev.File)
 		}
 	}
 	for file := range oldProblems {
@@ -223,22 +227,22 @@ func (ss *scriptSet) apply(next map[string]*script, problems map[string]error) i
 	return changed
 }
 
-// The server hooks; a set without a server (check, replay) has no tools.
-func (ss *scriptSet) addTool(sc *script) {
-	if ss.srv != nil {
-		ss.srv.AddTool(ss.scriptTool(sc))
+// The hooks of Tools; a catalog without (check, replay) has no tools.
+func (ss *Catalog) addTool(sc *Script) {
+	if ss.tools != nil {
+		ss.tools.AddScript(sc)
 	}
 }
 
-func (ss *scriptSet) removeTool(name string) {
-	if ss.srv != nil {
-		ss.srv.RemoveTool(name)
+func (ss *Catalog) removeTool(name string) {
+	if ss.tools != nil {
+		ss.tools.RemoveScript(name)
 	}
 }
 
-func (ss *scriptSet) setProblem(source, problem string) {
-	if ss.srv != nil {
-		ss.srv.SetProblem(source, problem)
+func (ss *Catalog) setProblem(source, problem string) {
+	if ss.tools != nil {
+		ss.tools.SetProblem(source, problem)
 	}
 }
 
@@ -248,12 +252,11 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // save, an atomic rename) to end before it rescans.
 const debounce = 100 * time.Millisecond
 
-// WatchScripts rescans the scripts directory whenever it changes, until ctx
-// ends. Watching the directory (not the files) sees in-place writes, atomic
+// Watch rescans the scripts directory whenever it changes, until ctx ends.
+// Watching the directory (not the files) sees in-place writes, atomic
 // renames, vim-style saves and deletes alike.
-func (s *Server) WatchScripts(ctx context.Context) error {
-	ss := s.scripts
-	if ss == nil || ss.dir == "" {
+func (ss *Catalog) Watch(ctx context.Context) error {
+	if ss.dir == "" {
 		return nil
 	}
 	w, err := fsnotify.NewWatcher()
@@ -283,7 +286,7 @@ func (s *Server) WatchScripts(ctx context.Context) error {
 				if !ok {
 					return
 				}
-				s.log.Warn("scripts watcher", "err", err)
+				ss.log.Warn("scripts watcher", "err", err)
 				timer = time.After(debounce)
 			case <-timer:
 				timer = nil

@@ -1,4 +1,10 @@
-package engine
+// Package catalog holds poligon's scripts: the shipped scripts and recipes
+// (embedded in the binary) and those of the watched scripts directory,
+// compiled with the runtime their extension names, checked against each
+// other, reloaded when the directory changes, and run on a VM with a
+// transcript. The engine sees it through Tools: the catalog says which tool
+// scripts come and go, and the engine turns them into MCP tools.
+package catalog
 
 import (
 	"context"
@@ -20,38 +26,61 @@ import (
 	"github.com/poligon/poligon/scripts"
 )
 
-// A script is a JS or Wasm module loaded from the shipped scripts/ and
-// recipes/ (embedded in the binary) or from the scripts directory. Tool
-// scripts become vm_<name>; recipes are callable from scripts only.
-
-// script is one loaded script.
-type script struct {
-	name   string
-	file   string // where it came from: "shipped:login.js" or a path
-	source []byte
-	sum    string
-	module runtime.Module
+// Script is one loaded script: a JS or Wasm module.
+type Script struct {
+	Name   string
+	File   string // where it came from: "shipped:login.js" or a path
+	Source []byte
+	Sum    string
+	Module runtime.Module
 }
 
-func (s *script) manifest() runtime.Manifest { return s.module.Manifest() }
+// Manifest answers what the script declares.
+func (s *Script) Manifest() runtime.Manifest { return s.Module.Manifest() }
+
+// Tools is what the catalog tells its user (the engine) about tool scripts
+// as they load, change and go. All three are called with no lock held.
+type Tools interface {
+	// AddScript registers (or replaces) the tool vm_<name> of sc.
+	AddScript(sc *Script)
+	// RemoveScript unregisters the tool vm_<name>.
+	RemoveScript(name string)
+	// SetProblem records (or with "" clears) a readiness problem.
+	SetProblem(source, problem string)
+}
+
+// Options configure a catalog.
+type Options struct {
+	Dir      string       // the watched scripts directory; "" for none
+	StateDir string       // transcripts and the Wasm compilation cache; "" for none
+	Logger   *slog.Logger // never nil
+	Limits   runtime.Limits
+	// Reserved lists tool names scripts may not take (the built-in tools).
+	Reserved map[string]bool
+	// Tools hears of tool scripts; nil for `poligon check` and replay.
+	Tools Tools
+}
 
 // maxRecipeDepth bounds recipe nesting (a script calling a recipe calling a
 // recipe ...).
 const maxRecipeDepth = 3
 
-// scriptSet is every loaded script. The zero value is not usable.
-type scriptSet struct {
-	srv  *Server // nil for `poligon check` and `poligon replay`: no tools
-	log  *slog.Logger
-	wasm *wasm.Engine
-	dir  string // the watched directory; "" for none
+// Catalog is every loaded script. Make it with Open.
+type Catalog struct {
+	tools    Tools // nil: no tools (check, replay)
+	log      *slog.Logger
+	wasm     *wasm.Engine
+	dir      string // the watched directory; "" for none
+	stateDir string
+	limits   runtime.Limits
+	reserved map[string]bool
 
 	retrying bool // rescan is trying failed files again (rescans do not overlap)
 
 	mu       sync.RWMutex
-	byName   map[string]*script
-	shipped  map[string]*script // by name, as embedded
-	byFile   map[string]*script // the directory's scripts by path
+	byName   map[string]*Script
+	shipped  map[string]*Script // by name, as embedded
+	byFile   map[string]*Script // the directory's scripts by path
 	problems map[string]error   // by file
 }
 
@@ -115,7 +144,7 @@ func dirSources(dir string) ([]source, error) {
 }
 
 // compile loads one file with the runtime its extension names.
-func (ss *scriptSet) compile(ctx context.Context, src source) (*script, error) {
+func (ss *Catalog) compile(ctx context.Context, src source) (*Script, error) {
 	var m runtime.Module
 	var err error
 	if strings.HasSuffix(src.file, ".wasm") {
@@ -126,22 +155,22 @@ func (ss *scriptSet) compile(ctx context.Context, src source) (*script, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &script{name: m.Manifest().Name, file: src.file, source: src.data, sum: src.sum(), module: m}, nil
+	return &Script{Name: m.Manifest().Name, File: src.file, Source: src.data, Sum: src.sum(), Module: m}, nil
 }
 
 // resolve answers another script's source for require().
-func (ss *scriptSet) resolve(name string) ([]byte, string, error) {
+func (ss *Catalog) resolve(name string) ([]byte, string, error) {
 	ss.mu.RLock()
 	defer ss.mu.RUnlock()
 	sc, ok := ss.byName[name]
-	if !ok || strings.HasSuffix(sc.file, ".wasm") {
+	if !ok || strings.HasSuffix(sc.File, ".wasm") {
 		return nil, "", fmt.Errorf("no JavaScript script or recipe named %q", name)
 	}
-	return sc.source, sc.file, nil
+	return sc.Source, sc.File, nil
 }
 
 // lookup answers a loaded script by name.
-func (ss *scriptSet) lookup(name string) (*script, bool) {
+func (ss *Catalog) lookup(name string) (*Script, bool) {
 	ss.mu.RLock()
 	defer ss.mu.RUnlock()
 	sc, ok := ss.byName[name]
@@ -152,11 +181,11 @@ func (ss *scriptSet) lookup(name string) (*script, bool) {
 // tools: tool names must not collide, recipe calls must name a script and
 // only its params, and recipe chains nest at most maxRecipeDepth deep.
 // It answers the problem of each script at fault.
-func (ss *scriptSet) check(set map[string]*script) map[string]error {
+func (ss *Catalog) check(set map[string]*Script) map[string]error {
 	problems := map[string]error{}
 	for name, sc := range set {
-		m := sc.manifest()
-		if m.Tool && builtinNames()["vm_"+name] {
+		m := sc.Manifest()
+		if m.Tool && ss.reserved["vm_"+name] {
 			problems[name] = fmt.Errorf("tool vm_%s collides with a built-in tool", name)
 			continue
 		}
@@ -167,7 +196,7 @@ func (ss *scriptSet) check(set map[string]*script) map[string]error {
 				break
 			}
 			declared := map[string]bool{}
-			for _, p := range target.manifest().Params {
+			for _, p := range target.Manifest().Params {
 				declared[p.Name] = true
 			}
 			for _, p := range rc.Params {
@@ -190,7 +219,7 @@ func (ss *scriptSet) check(set map[string]*script) map[string]error {
 
 // recipeDepth answers the longest chain of literal recipe calls below name
 // and the chain itself; a cycle counts as too deep.
-func recipeDepth(set map[string]*script, name string, path []string) (int, []string) {
+func recipeDepth(set map[string]*Script, name string, path []string) (int, []string) {
 	path = append(path[:len(path):len(path)], name)
 	for _, p := range path[:len(path)-1] {
 		if p == name {
@@ -202,7 +231,7 @@ func recipeDepth(set map[string]*script, name string, path []string) (int, []str
 		return 0, path
 	}
 	best, bestChain := 0, path
-	for _, rc := range sc.manifest().Recipes {
+	for _, rc := range sc.Manifest().Recipes {
 		d, chain := recipeDepth(set, rc.Name, path)
 		if d+1 > best {
 			best, bestChain = d+1, chain
@@ -210,12 +239,3 @@ func recipeDepth(set map[string]*script, name string, path []string) (int, []str
 	}
 	return best, bestChain
 }
-
-// builtinNames answers the names of the built-in tools.
-var builtinNames = sync.OnceValue(func() map[string]bool {
-	names := map[string]bool{}
-	for _, t := range builtinTools() {
-		names[t.Name] = true
-	}
-	return names
-})

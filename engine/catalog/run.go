@@ -1,0 +1,341 @@
+package catalog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/hostapi/calls"
+	"github.com/poligon/poligon/internal/redact"
+	"github.com/poligon/poligon/runtime"
+	"github.com/poligon/poligon/runtime/transcript"
+)
+
+// RunOutcome is a finished script run.
+type RunOutcome struct {
+	Script     string
+	VMID       int
+	Value      json.RawMessage
+	Calls      int
+	Elapsed    time.Duration
+	Transcript string // path, "" when none was written
+	Shot       *hostapi.Frame
+	ShotIsVal  bool // the value is the shot itself
+}
+
+// depthKey carries the recipe nesting depth of a run.
+type depthKey struct{}
+
+// RunHooks watch a run: its log lines, and each host call as it ends (the
+// live step log of `poligon run`).
+type RunHooks struct {
+	Log  func(msg string, args ...any)
+	Step func(call string, args, answer json.RawMessage, err error, took time.Duration)
+}
+
+// Run runs a script on v (v's lock is held for the run; its caller is
+// marked ForScript) and records its transcript. It serves tool calls and
+// `poligon run`. The values of params named like secrets are scrubbed from
+// everything the run leaves behind: transcript, log lines, step lines and
+// its error.
+func (ss *Catalog) Run(ctx context.Context, v *hostapi.VM, sc *Script, params map[string]string, hooks RunHooks) (RunOutcome, error) {
+	params, err := sc.Manifest().Bind(params) // bound here so defaults are scrubbed too
+	if err != nil {
+		return RunOutcome{Script: sc.Name, VMID: v.ID()}, hostapi.Failf("the tool's input schema lists its params", "%v", err)
+	}
+	scrub := secretScrubber(params)
+	log := func(msg string, args ...any) {
+		if hooks.Log != nil {
+			hooks.Log(scrub(msg), scrubArgs(scrub, args)...)
+		}
+	}
+	host := &hostapi.Script{VM: v, Log: func(m string) { log(m) }}
+	var seed [8]byte
+	rand.Read(seed[:])
+	header := transcript.Header{
+		Script: sc.File, SHA256: sc.Sum, VMID: v.ID(), Params: redactParams(params),
+		Seed: int64(binary.LittleEndian.Uint64(seed[:]) >> 1), Clock: time.Now().UTC().Truncate(time.Millisecond),
+	}
+	w, path := ss.openTranscript(sc.Name, v.ID())
+	defer w.Close()
+	redact := secretRedactor(params)
+	counted := &countingHost{next: hostAdapter(host), step: hooks.Step, redact: redact, scrub: scrub}
+	rec := transcript.NewRecorder(scrubWriter{w, scrub}, header, counted, transcript.WithRedact(redact))
+	host.Recipe = func(ctx context.Context, name string, rp map[string]string) (json.RawMessage, error) {
+		return ss.runRecipe(ctx, rec, v, name, rp, log)
+	}
+	log("script started", "transcript", path)
+	start := time.Now()
+	res, err := sc.Module.Run(ctx, runtime.Run{
+		Host: rec, Params: params, VMID: v.ID(), Seed: header.Seed, Clock: header.Clock,
+		Log: func(m string) { log(m) }, Limits: ss.limitsOf(sc),
+	})
+	out := RunOutcome{Script: sc.Name, VMID: v.ID(), Value: res.Value, Elapsed: time.Since(start), Transcript: path, Calls: int(counted.n.Load())}
+	if err != nil {
+		err = scriptFailure(sc.Name, err, out, scrub)
+		log("script failed", "err", err.Error())
+		return out, err
+	}
+	if f, id, ok := host.LastShot(); ok {
+		out.Shot = &f
+		var shot calls.ShotAnswer
+		out.ShotIsVal = json.Unmarshal(res.Value, &shot) == nil && shot.Image == id
+	}
+	log("script finished", "seconds", out.Elapsed.Seconds(), "calls", out.Calls)
+	return out, nil
+}
+
+func (ss *Catalog) limitsOf(sc *Script) runtime.Limits {
+	l := ss.limits
+	if t := sc.Manifest().Timeout; t > 0 {
+		l.Timeout = t
+	}
+	return l
+}
+
+// runRecipe runs a recipe inside a run: same VM, same lock, same
+// transcript, one level deeper.
+func (ss *Catalog) runRecipe(ctx context.Context, host runtime.Host, v *hostapi.VM, name string, params map[string]string, log func(string, ...any)) (json.RawMessage, error) {
+	depth, _ := ctx.Value(depthKey{}).(int)
+	if depth >= maxRecipeDepth {
+		return nil, hostapi.Failf("flatten the recipe chain", "recipe %s: recipes nest at most %d deep", name, maxRecipeDepth)
+	}
+	sc, ok := ss.lookup(name)
+	if !ok {
+		return nil, hostapi.Failf("poligon check lists the loaded scripts and recipes", "no recipe named %q", name)
+	}
+	log("recipe started", "recipe", name)
+	res, err := sc.Module.Run(context.WithValue(ctx, depthKey{}, depth+1), runtime.Run{
+		Host: host, Params: params, VMID: v.ID(), Log: func(m string) { log(m, "recipe", name) }, Limits: ss.limitsOf(sc),
+	})
+	if err != nil {
+		return nil, &hostapi.Error{Message: fmt.Sprintf("recipe %s: %v", name, err), Hint: hintOfScript(err), Err: err}
+	}
+	return res.Value, nil
+}
+
+// hostAdapter answers script calls with hostapi, turning its errors into
+// the runtime's (the message and hint the script sees).
+func hostAdapter(h *hostapi.Script) runtime.Host {
+	return runtime.HostFunc(func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+		answer, err := h.Call(ctx, name, args)
+		if err != nil {
+			return nil, &runtime.HostError{Call: name, Message: err.Error(), Hint: hostapi.HintOf(err), Err: err}
+		}
+		return answer, nil
+	})
+}
+
+// countingHost counts the calls that reach the host, and shows each to
+// step when set (arguments redacted, errors scrubbed).
+type countingHost struct {
+	next   runtime.Host
+	n      atomic.Int64
+	step   func(call string, args, answer json.RawMessage, err error, took time.Duration)
+	redact func(call string, args json.RawMessage) json.RawMessage
+	scrub  func(string) string
+}
+
+func (c *countingHost) Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	c.n.Add(1)
+	start := time.Now()
+	answer, err := c.next.Call(ctx, name, args)
+	if c.step != nil {
+		shown, shownErr := args, err
+		if c.redact != nil {
+			shown = c.redact(name, args)
+		}
+		if err != nil && c.scrub != nil {
+			shownErr = errors.New(c.scrub(err.Error()))
+		}
+		c.step(name, shown, nil, shownErr, time.Since(start))
+	}
+	return answer, err
+}
+
+// scrubWriter scrubs secrets from everything written through it (a
+// transcript line: arguments, answers and errors alike).
+type scrubWriter struct {
+	w     interface{ Write([]byte) (int, error) }
+	scrub func(string) string
+}
+
+func (s scrubWriter) Write(p []byte) (int, error) {
+	if _, err := s.w.Write([]byte(s.scrub(string(p)))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// nopCloser is a transcript sink when there is no state directory.
+type nopCloser struct{}
+
+func (nopCloser) Write(p []byte) (int, error) { return len(p), nil }
+func (nopCloser) Close() error                { return nil }
+
+// openTranscript creates <state>/transcripts/<time>-<script>-vm<id>-<rand>.jsonl.
+func (ss *Catalog) openTranscript(name string, vmid int) (interface {
+	Write([]byte) (int, error)
+	Close() error
+}, string) {
+	dir := filepath.Join(ss.stateDir, "transcripts")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		ss.log.Warn("no transcript", "err", err)
+		return nopCloser{}, ""
+	}
+	var r [3]byte
+	rand.Read(r[:])
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s-vm%d-%s.jsonl", time.Now().UTC().Format("20060102-150405"), name, vmid, hex.EncodeToString(r[:])))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		ss.log.Warn("no transcript", "err", err)
+		return nopCloser{}, ""
+	}
+	return &bufferedFile{Writer: bufio.NewWriter(f), f: f}, path
+}
+
+// bufferedFile writes a transcript in few system calls; Close flushes.
+type bufferedFile struct {
+	*bufio.Writer
+	f *os.File
+}
+
+func (b *bufferedFile) Close() error {
+	err := b.Flush()
+	if cerr := b.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// redactParams blanks params named like secrets for the transcript header.
+func redactParams(params map[string]string) map[string]string {
+	out := make(map[string]string, len(params))
+	for k, v := range params {
+		if redact.IsSecretName(k) {
+			v = redact.Placeholder(v)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// secretValues answers the values of params named like secrets (a
+// password a login script types or pipes to chpasswd).
+func secretValues(params map[string]string) []string {
+	var secrets []string
+	for k, v := range params {
+		if redact.IsSecretName(k) && len(v) >= 3 {
+			secrets = append(secrets, v)
+		}
+	}
+	return secrets
+}
+
+// secretScrubber answers a function that replaces every secret value in a
+// text, raw or as it appears inside a JSON string, with <redacted>.
+func secretScrubber(params map[string]string) func(string) string {
+	var forms []string
+	for _, s := range secretValues(params) {
+		forms = append(forms, s)
+		for _, f := range jsonForms(s) {
+			if f != s {
+				forms = append(forms, f)
+			}
+		}
+	}
+	return func(text string) string {
+		for _, f := range forms {
+			text = strings.ReplaceAll(text, f, "<redacted>")
+		}
+		return text
+	}
+}
+
+// scrubArgs scrubs the string values of slog key-value pairs.
+func scrubArgs(scrub func(string) string, args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			a = scrub(s)
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// secretRedactor blanks, in the arguments of every recorded call, the
+// secret params' values and the text typed on the keyboard. A replay
+// compares against the same blanked form.
+func secretRedactor(params map[string]string) func(call string, args json.RawMessage) json.RawMessage {
+	scrub := secretScrubber(params)
+	return func(call string, args json.RawMessage) json.RawMessage {
+		if call == calls.Type {
+			var a calls.TypeArgs
+			if json.Unmarshal(args, &a) == nil {
+				// No length: a replay types a placeholder of another length.
+				args, _ = json.Marshal(calls.TypeArgs{Text: "<redacted>"})
+			}
+		}
+		return json.RawMessage(scrub(string(args)))
+	}
+}
+
+// jsonForms answers how s may appear inside a JSON string: with and
+// without HTML escaping (Go's encoder escapes <, > and &; JavaScript's does
+// not).
+func jsonForms(s string) []string {
+	var plain bytes.Buffer
+	enc := json.NewEncoder(&plain)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	escaped, _ := json.Marshal(s)
+	forms := []string{strings.TrimSuffix(plain.String(), "\n")}
+	if e := string(escaped); e != forms[0] {
+		forms = append(forms, e)
+	}
+	for i, f := range forms {
+		forms[i] = f[1 : len(f)-1]
+	}
+	return forms
+}
+
+// scriptFailure renders a failed run for the model: where it failed, why,
+// a hint, and how far it got; secrets scrubbed.
+func scriptFailure(name string, err error, out RunOutcome, scrub func(string) string) error {
+	msg := scrub(fmt.Sprintf("%s failed after %d host calls: %v", name, out.Calls, err))
+	hint := scrub(hintOfScript(err))
+	if out.Transcript != "" {
+		note := "the run's transcript is " + out.Transcript
+		if hint != "" {
+			hint += "; " + note
+		} else {
+			hint = note
+		}
+	}
+	return &hostapi.Error{Message: msg, Hint: hint, Err: err}
+}
+
+func hintOfScript(err error) string {
+	var se *runtime.ScriptError
+	if errors.As(err, &se) && se.Hint != "" {
+		return se.Hint
+	}
+	var he *runtime.HostError
+	if errors.As(err, &he) {
+		return he.Hint
+	}
+	return hostapi.HintOf(err)
+}
