@@ -35,7 +35,7 @@ type Window struct {
 // tools call it): the errors say how.
 func (v *VM) Windows(ctx context.Context, user, pattern string) ([]Window, error) {
 	if user == "" {
-		user = calls.DefaultString(calls.ExecGUI, "user")
+		user = calls.DefaultString(calls.WaitWindow, "user")
 	}
 	res, err := v.execArgs(ctx, "/bin/sh", []string{"-c", windowsScript, "poligon-windows", user, pattern}, time.Minute, "window list")
 	if err != nil {

@@ -279,24 +279,20 @@ func (b *Backend) members(ctx context.Context, pool string) map[int]bool {
 		return m.vmids
 	}
 	s.mu.Unlock()
-	type member struct {
-		VMID flexInt `json:"vmid"`
+	type poolAnswer struct {
+		Members []struct {
+			VMID flexInt `json:"vmid"`
+		} `json:"members"`
 	}
-	var ans []struct {
-		Members []member `json:"members"`
-	}
+	var ans []poolAnswer
 	err := b.get(ctx, "read pool "+pool, "/pools", url.Values{"poolid": {pool}}, &ans)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Status == 400 {
 		// PVE before 8.1 has no ?poolid: the deprecated path, which needs
 		// Pool.Audit.
-		var one struct {
-			Members []member `json:"members"`
-		}
+		var one poolAnswer
 		err = b.get(ctx, "read pool "+pool, "/pools/"+url.PathEscape(pool), nil, &one)
-		ans = append(ans[:0], struct {
-			Members []member `json:"members"`
-		}{one.Members})
+		ans = []poolAnswer{one}
 	}
 	var ids map[int]bool
 	ttl := vmListTTL

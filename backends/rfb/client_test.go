@@ -78,8 +78,10 @@ func TestReconnectPressesHeldKeysAgain(t *testing.T) {
 }
 
 // flakyDialer wraps a dialer so tests can make dials fail and cut conns.
+// A failing dial answers err ("server unreachable" when nil).
 type flakyDialer struct {
 	dial  Dialer
+	err   error
 	mu    sync.Mutex
 	fail  bool
 	conns []net.Conn
@@ -89,6 +91,9 @@ func (d *flakyDialer) Dial(ctx context.Context) (net.Conn, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.fail {
+		if d.err != nil {
+			return nil, d.err
+		}
 		return nil, errors.New("server unreachable (test)")
 	}
 	c, err := d.dial(ctx)

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,46 +13,16 @@ import (
 	"github.com/poligon/poligon/internal/testvm"
 )
 
-// stoppingDialer serves until stop, then answers what a backend says of a
-// stopped VM.
-type stoppingDialer struct {
-	srv     *fakeServer
-	mu      sync.Mutex
-	stopped bool
-	conns   []net.Conn
-}
-
-func (d *stoppingDialer) dial(ctx context.Context) (net.Conn, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.stopped {
-		return nil, fmt.Errorf("vmid 100: the VM is stopped: %w", backends.ErrNotRunning)
-	}
-	c, err := d.srv.dial(ctx)
-	if err == nil {
-		d.conns = append(d.conns, c)
-	}
-	return c, err
-}
-
-func (d *stoppingDialer) stop() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.stopped = true
-	for _, c := range d.conns {
-		c.Close()
-	}
-}
-
 // A client whose redial says the VM is not running stops for good and
 // says so in its errors, without warning about it: a stopped VM is no
 // failure of the connection.
 func TestAClientWhoseVMStoppedClosesQuietly(t *testing.T) {
-	d := &stoppingDialer{srv: newFakeServer(t)}
+	srv := newFakeServer(t)
+	d := &flakyDialer{dial: srv.dial, err: fmt.Errorf("vmid 100: the VM is stopped: %w", backends.ErrNotRunning)}
 	var log testvm.SyncBuffer
-	c := connect(t, Config{Dial: d.dial, KeyDelay: -1,
+	c := connect(t, Config{Dial: d.Dial, KeyDelay: -1,
 		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	d.stop()
+	d.cut(true) // the VM stops: its connection drops and redials say so
 	select {
 	case <-c.Done():
 	case <-time.After(30 * time.Second):
@@ -69,9 +37,9 @@ func TestAClientWhoseVMStoppedClosesQuietly(t *testing.T) {
 	if strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), "console closed") {
 		t.Errorf("log of a VM that stopped:\n%s", log.String())
 	}
-	d.srv.mu.Lock()
-	dials := d.srv.dials
-	d.srv.mu.Unlock()
+	srv.mu.Lock()
+	dials := srv.dials
+	srv.mu.Unlock()
 	if dials != 1 {
 		t.Errorf("%d connections for one session; want the first only", dials)
 	}
