@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
 # Builds the `tiny-x` VM template: the tiny template plus a small X11 desktop on the VGA screen (Xorg with the
-# modesetting driver on bochs-drm, twm, an xterm, xdotool, xwininfo), for click and window tests. Registers it:
+# modesetting driver on bochs-drm, twm, an xterm, xdotool, xwininfo; Unicode misc-fixed fonts and the C.UTF-8
+# locale, so xterm shows Cyrillic), for click, window and OCR tests. Registers it:
 #
 #   images/tiny-x/build.sh [DATA_DIR]
 #   DATA_DIR defaults to ${POLIGON_DATA:-${XDG_DATA_HOME:-$HOME/.local/share}/poligon}
@@ -31,8 +32,12 @@ OVERLAYS=("$TINY/rootfs" "$HERE/rootfs")
 SOURCES=("$HERE/build.sh" "$TINY/lib.sh" "$TINY/init" "$TINY/rootfs" "$HERE/rootfs")
 
 PACKAGES="xserver-xorg-core xserver-xorg-input-evdev x11-xkb-utils xkb-data libx11-data twm xterm xdotool x11-utils"
-# Only what the desktop needs: no GLX/glamor (they would pull in Mesa and LLVM), no fonts beyond the X server's
-# built-in "fixed" and "cursor".
+# For text beyond Latin-1 (Cyrillic in OCR tests): fonts from xfonts-base, the C.UTF-8 locale from libc-bin.
+PACKAGES="$PACKAGES xfonts-base libc-bin"
+# Only what the desktop needs: no GLX/glamor (they would pull in Mesa and LLVM). Of the fonts, five ISO10646-1
+# misc-fixed ones for xterm and 6x13-ISO8859-5 for twm's Cyrillic titles (rootfs/usr/share/fonts/X11/misc/fonts.dir
+# lists exactly these; /sbin/xorg-conf puts them before the X server's built-ins, which keep the cursor font); of
+# libc-bin only the locale.
 COPY="/usr/lib/xorg/Xorg
 /usr/lib/xorg/modules/drivers/modesetting_drv.so
 /usr/lib/xorg/modules/input/evdev_drv.so
@@ -46,6 +51,13 @@ COPY="/usr/lib/xorg/Xorg
 /usr/bin/xterm
 /etc/X11/app-defaults/XTerm
 /usr/bin/xdotool
-/usr/bin/xwininfo"
+/usr/bin/xwininfo
+/usr/share/fonts/X11/misc/6x13.pcf.gz
+/usr/share/fonts/X11/misc/6x13B.pcf.gz
+/usr/share/fonts/X11/misc/9x15.pcf.gz
+/usr/share/fonts/X11/misc/9x15B.pcf.gz
+/usr/share/fonts/X11/misc/10x20.pcf.gz
+/usr/share/fonts/X11/misc/6x13-ISO8859-5.pcf.gz
+/usr/lib/locale/C.utf8"
 
 template_main "$@"
