@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/poligon/poligon/backends"
-	"github.com/poligon/poligon/backends/internal/editdist"
 	"github.com/poligon/poligon/backends/qmp"
+	"github.com/poligon/poligon/internal/editdist"
 	"github.com/poligon/poligon/internal/latency"
 	"github.com/poligon/poligon/internal/testvm"
 )

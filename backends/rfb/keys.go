@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/poligon/poligon/backends/internal/editdist"
+	"github.com/poligon/poligon/internal/editdist"
 )
 
 // Key is one key of a PC keyboard: its qemu sendkey name (a QKeyCode of
