@@ -1,11 +1,11 @@
 package qmp
 
 import (
-	"image/png"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/poligon/poligon/internal/testvm"
 )
 
 func TestHumanMonitorCommand(t *testing.T) {
@@ -26,15 +26,7 @@ func TestScreendumpWritesAPNG(t *testing.T) {
 	if err := c.Screendump(testContext(t), path); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := testvm.LoadPNG(t, path)
 	if b := img.Bounds(); b.Dx() < 320 || b.Dy() < 200 {
 		t.Fatalf("screen of %v", b)
 	}
