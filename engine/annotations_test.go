@@ -42,6 +42,7 @@ var policies = map[string]toolPolicy{
 	"iso_list":          {readOnlyClass, true, false, "lists the storage's ISOs"},
 	"vm_file_read":      {readOnlyClass, true, false, "reads a file through the guest agent"},
 	"ui_wait_for":       {readOnlyClass, true, false, "polls the screen or the window list; installs nothing (the hint says how)"},
+	"ui_read":           {readOnlyClass, true, false, "reads the screen's text by OCR, on this server"},
 
 	"vm_clone":       {additiveClass, true, false, "adds a VM; a name that exists is refused"},
 	"vm_create_iso":  {additiveClass, true, false, "adds a VM with empty disks; a name that exists is refused"},
@@ -51,6 +52,8 @@ var policies = map[string]toolPolicy{
 	"vm_disk_add":    {additiveClass, false, false, "adds disks; every call adds more"},
 
 	"ui_screenshot":    {destructiveClass, true, false, "path= saves a PNG in the evidence directory, replacing a file of that name"},
+	"ui_see":           {destructiveClass, true, true, "path= replaces a PNG as ui_screenshot does; the screen goes to the vision model's endpoint"},
+	"ui_click_label":   {destructiveClass, false, true, "input to whatever is under the label: it can close or confirm anything"},
 	"vm_file_write":    {destructiveClass, true, false, "replaces the file: its old content is lost"},
 	"vm_stop":          {destructiveClass, true, false, "powers off: the guest's unsaved state is lost"},
 	"vm_destroy":       {destructiveClass, true, false, "removes the VM and its disks"},

@@ -18,6 +18,7 @@ import (
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/benches"
 	"github.com/poligon/poligon/internal/latency"
 	"github.com/poligon/poligon/internal/testvm"
 )
@@ -132,6 +133,22 @@ func BenchmarkTinyVM(b *testing.B) {
 		wasm.Report(b, "wasm-")
 		b.ReportMetric(js.Quantile(0.5)-builtin.Quantile(0.5), "js-extra-p50-ms")
 		b.ReportMetric(wasm.Quantile(0.5)-builtin.Quantile(0.5), "wasm-extra-p50-ms")
+	})
+
+	// ui_click_label through OCR, end to end: the screenshot, OCR (the
+	// text console's lines from the cache after the first call), the match
+	// and the click (whose press alone holds 300 ms).
+	b.Run("click_label", func(b *testing.B) {
+		perfCall(b, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "clear >/dev/tty1; echo POLIGON TARGET >/dev/tty1"})
+		var click latency.Latencies
+		for b.Loop() {
+			click.Time(func() {
+				if out := perfCall(b, cs, "ui_click_label", map[string]any{"vmid": vmid, "label": "POLIGON TARGET"}); !strings.Contains(out, "(source: ocr)") {
+					b.Fatalf("ui_click_label = %q", out)
+				}
+			})
+		}
+		click.Report(b, "")
 	})
 }
 
@@ -254,7 +271,12 @@ func perfConfig(b *testing.B, dataDir, scriptsDir string) *config.Config {
 
 func perfServer(b *testing.B, cfg *config.Config) *Server {
 	b.Helper()
-	s, err := New(cfg, Options{OpenBench: openBench})
+	eyes, closeEyes, err := benches.OpenEyes(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(closeEyes)
+	s, err := New(cfg, Options{OpenBench: openBench, Eyes: eyes})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/poligon/poligon/backends/vision/visiontest"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
@@ -26,7 +27,10 @@ func TestDesktopOnTinyX(t *testing.T) {
 		t.Skip("boots a desktop VM")
 	}
 	cfg := testConfig(t, testvm.DataDir(t, "tiny-x"))
-	_, cs := newServer(t, cfg)
+	fake := visiontest.New()
+	defer fake.Close()
+	logs := &testvm.SyncBuffer{}
+	srv, cs := eyesServer(t, cfg, fake, logs)
 	out := mustOK(t, cs, "vm_clone", map[string]any{"template_vmid": 9001, "name": "desk", "full": false})
 	vmid := atoi(t, vmidLine.FindStringSubmatch(out)[1])
 	t.Cleanup(func() { call(t, cs, "vm_destroy", map[string]any{"vmid": vmid, "confirm": true, "wait": 50}) })
@@ -68,7 +72,7 @@ func TestDesktopOnTinyX(t *testing.T) {
 	// of the box (title bar, frame) is not the window. Mapped is not yet
 	// painted: first let the screen settle (and keep it for the edges).
 	out, res := call(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "timeout": 20, "screenshot": true})
-	if !strings.HasPrefix(out, "1280x800\nscreen settled after") {
+	if !strings.HasPrefix(out, "1280x800\nscreen settled after") || !frameName.MatchString(out) {
 		t.Fatalf("ui_wait_for a still screen = %q", out)
 	}
 	screen := decodePNG(t, res)
@@ -140,6 +144,9 @@ func TestDesktopOnTinyX(t *testing.T) {
 		t.Fatalf("ui_wait_for gone = %q", out)
 	}
 	mustRefuse(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "window": "xterm", "user": "nobody"}, "no desktop session of nobody")
+
+	// The same VM serves the eyes' checks: one desktop boot for both.
+	t.Run("eyes", func(t *testing.T) { eyesOnTinyX(t, srv, cs, vmid, fake, logs) })
 }
 
 // decodePNG decodes the image of a screenshot answer.

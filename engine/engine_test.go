@@ -36,10 +36,16 @@ func testConfig(t *testing.T, dataDir string) *config.Config {
 	return cfg
 }
 
-// newServer builds a server and connects an in-memory MCP client.
+// newServer builds a server as the binary does (OCR, and the models the
+// config names) and connects an in-memory MCP client.
 func newServer(t *testing.T, cfg *config.Config) (*Server, *mcp.ClientSession) {
 	t.Helper()
-	s, err := New(cfg, Options{OpenBench: openBench})
+	eyes, closeEyes, err := benches.OpenEyes(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeEyes)
+	s, err := New(cfg, Options{OpenBench: openBench, Eyes: eyes})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		writeJSON(w, code, map[string]any{
 			"status": status, "version": Version, "benches": len(s.benches), "bench": s.BenchFacts(),
-			"tools": len(s.ToolNames()), "problems": append([]string{}, problems...),
+			"tools": len(s.ToolNames()), "eyes": s.EyesReport(), "problems": append([]string{}, problems...),
 		})
 	})
 	mux.Handle("/metrics", s.metrics.handler())

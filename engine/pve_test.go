@@ -448,10 +448,10 @@ func TestPVEToolsOverStdio(t *testing.T) {
 			t.Fatalf("the screenshot is no PNG: %v", err)
 		}
 		size := fmt.Sprintf("%dx%d", shot.Bounds().Dx(), shot.Bounds().Dy())
-		if out != size || shot.Bounds().Dx() < 640 {
+		if first, _, _ := strings.Cut(out, "\n"); first != size || shot.Bounds().Dx() < 640 || !frameName.MatchString(out) {
 			t.Fatalf("ui_screenshot size line %q, image %s; want the VGA console", out, size)
 		}
-		if out := lab.ok(t, cs, "ui_screenshot", map[string]any{"vmid": vmid, "scale": 0.5}); !strings.HasSuffix(out, "(scale 0.5 of "+size+")") {
+		if out := lab.ok(t, cs, "ui_screenshot", map[string]any{"vmid": vmid, "scale": 0.5}); !strings.Contains(out, "(scale 0.5 of "+size+")\n") {
 			t.Fatalf("ui_screenshot scale = %q", out)
 		}
 		for _, c := range []struct {

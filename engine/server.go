@@ -62,6 +62,9 @@ type Options struct {
 	// OpenBench makes each configured bench: the composition root
 	// (internal/benches.Open), which alone knows the backends.
 	OpenBench func(config.Bench, *slog.Logger) (Bench, error)
+	// Eyes read the screen (internal/benches.OpenEyes); nil: ui_read,
+	// ui_see and ui_click_label answer that they are not set up.
+	Eyes *hostapi.Eyes
 }
 
 // Bench is a configured bench as the server uses it: what hostapi opens for
@@ -91,6 +94,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			Locks:    hostapi.NewLocks(lockDir(cfg)),
 			MaxWait:  cfg.Limits.MaxWait.Duration,
 			BusyWait: cfg.Limits.BusyWait.Duration,
+			Eyes:     opts.Eyes,
 		},
 		benches:  map[string]Bench{},
 		tools:    map[string]*Tool{},
@@ -210,6 +214,7 @@ func (s *Server) Problems() []string {
 			out = append(out, "evidence directory is gone (an unmounted volume?)")
 		}
 	}
+	out = append(out, s.eyesProblems()...)
 	for _, name := range s.benchNames() {
 		for _, p := range s.benches[name].Problems() {
 			out = append(out, fmt.Sprintf("bench %s: %s", name, p))

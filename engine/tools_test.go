@@ -168,12 +168,30 @@ func TestToolsOnTiny(t *testing.T) {
 		}
 	})
 
+	// OCR on the text console (VGA text mode, 9x16 cells): what is printed
+	// there is read, and a reverse-video row (black on grey) is selected.
+	t.Run("read", func(t *testing.T) {
+		mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": `clear >/dev/tty1; printf 'poligon reads the console\n\033[7m Highlighted entry \033[0m\n' >/dev/tty1`})
+		mustOK(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "timeout": 20})
+		out := mustOK(t, cs, "ui_read", map[string]any{"vmid": vmid})
+		at, sel := readRows(t, out)
+		p, ok := at["poligon reads the console"]
+		// clear homes the cursor: the first row of 9x16 cells.
+		if !ok || !p.In(image.Rect(0, 0, 9*25, 16)) || !sel["Highlighted entry"] {
+			t.Fatalf("ui_read of the text console:\n%s", out)
+		}
+		lc := mustOK(t, cs, "ui_click_label", map[string]any{"vmid": vmid, "label": "Highlighted entry"})
+		if !strings.Contains(lc, "(source: ocr)") {
+			t.Fatalf("ui_click_label = %q", lc)
+		}
+	})
+
 	t.Run("screenshot", func(t *testing.T) {
 		out, res := call(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
-		if res.IsError || !regexp.MustCompile(`^\d+x\d+$`).MatchString(out) || len(res.Content) != 2 {
+		if res.IsError || !regexp.MustCompile(`^\d+x\d+\nframe: [0-9a-f]+$`).MatchString(out) || len(res.Content) != 2 {
 			t.Fatalf("ui_screenshot = %q (%d parts)", out, len(res.Content))
 		}
-		full := out
+		full, _, _ := strings.Cut(out, "\n")
 		out, res = call(t, cs, "ui_screenshot", map[string]any{"vmid": vmid, "scale": 0.5, "path": "shots/a.png"})
 		if res.IsError || !strings.Contains(out, "(scale 0.5 of "+full+")") || !strings.Contains(out, "saved shots/a.png") {
 			t.Fatalf("ui_screenshot scale+path = %q", out)

@@ -47,15 +47,17 @@ type clickArgs struct {
 	Y      int    `json:"y" desc:"console y in full-size pixels" min:"0"`
 	Button string `json:"button,omitempty" desc:"mouse button" default:"left" enum:"left,middle,right"`
 	Count  int    `json:"count,omitempty" desc:"2 for a double click" default:"1" min:"1" max:"3"`
+	Frame  string `json:"frame,omitempty" desc:"the frame you aimed from (a screenshot's frame: line): refused, clicking nothing, if the screen changed near x,y since"`
 	afterArgs
 }
 
 type dragArgs struct {
-	VMID int `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	X1   int `json:"x1" desc:"start x, full-size pixels" min:"0"`
-	Y1   int `json:"y1" desc:"start y" min:"0"`
-	X2   int `json:"x2" desc:"end x" min:"0"`
-	Y2   int `json:"y2" desc:"end y" min:"0"`
+	VMID  int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	X1    int    `json:"x1" desc:"start x, full-size pixels" min:"0"`
+	Y1    int    `json:"y1" desc:"start y" min:"0"`
+	X2    int    `json:"x2" desc:"end x" min:"0"`
+	Y2    int    `json:"y2" desc:"end y" min:"0"`
+	Frame string `json:"frame,omitempty" desc:"the frame you aimed from: refused, dragging nothing, if the screen changed near either end since"`
 	afterArgs
 }
 
@@ -113,42 +115,64 @@ func imageResult(f hostapi.Frame, scale float64, lines ...string) (*mcp.CallTool
 
 func screenshot(ctx context.Context, c *Call, in *screenshotArgs) (*mcp.CallToolResult, error) {
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
-		if in.Path != "" { // refuse a bad path before any work
-			if _, err := hostapi.EvidencePath(c.Server.env.Evidence, in.Path); err != nil {
-				return nil, err
-			}
-		}
-		f, err := v.Shot(ctx)
+		lk, err := look(ctx, c, v, in.Path, in.Region, in.User)
 		if err != nil {
 			return nil, err
 		}
-		full := f
-		var lines []string
-		if in.Region != "" {
-			w, err := v.FindWindow(ctx, in.Region, in.User)
-			if err != nil {
-				return nil, err
-			}
-			box := w.Box.Intersect(f.Image.Bounds())
-			if box.Empty() {
-				return nil, hostapi.Failf("take the full frame instead", "window %s (%q) is off screen", w.ID, w.Title)
-			}
-			lines = append(lines, fmt.Sprintf("window %s %q at %d,%d %dx%d", w.ID, w.Title, box.Min.X, box.Min.Y, box.Dx(), box.Dy()))
-			sub := image.NewRGBA(image.Rect(0, 0, box.Dx(), box.Dy()))
-			for y := 0; y < box.Dy(); y++ {
-				copy(sub.Pix[y*sub.Stride:], f.Image.Pix[(box.Min.Y+y)*f.Image.Stride+box.Min.X*4:(box.Min.Y+y)*f.Image.Stride+box.Max.X*4])
-			}
-			f = hostapi.Frame{Image: sub, At: f.At}
+		lines, err := lk.save(c, in.Path)
+		if err != nil {
+			return nil, err
 		}
-		if in.Path != "" { // last: a refused call saves nothing
-			saved, err := c.Caller.SaveShot(full, in.Path)
-			if err != nil {
-				return nil, err
-			}
-			lines = append([]string{"saved " + saved}, lines...)
-		}
-		return imageResult(f, in.Scale, lines...)
+		return shotResultOf(ctx, c, v, lk.full, lk.shown, in.Scale, lines...)
 	})
+}
+
+// aLook is a screenshot as ui_screenshot and ui_see take it: the full
+// frame, what is shown of it (a window with region=), and the window line.
+type aLook struct {
+	full, shown hostapi.Frame
+	window      *hostapi.Window
+	lines       []string
+}
+
+// look takes the screenshot, refusing a bad path before any work.
+func look(ctx context.Context, c *Call, v *hostapi.VM, path, region, user string) (aLook, error) {
+	if path != "" {
+		if _, err := hostapi.EvidencePath(c.Server.env.Evidence, path); err != nil {
+			return aLook{}, err
+		}
+	}
+	f, err := v.Shot(ctx)
+	if err != nil {
+		return aLook{}, err
+	}
+	lk := aLook{full: f, shown: f}
+	if region != "" {
+		w, err := v.FindWindow(ctx, region, user)
+		if err != nil {
+			return aLook{}, err
+		}
+		if lk.shown, err = crop(f, w); err != nil {
+			return aLook{}, err
+		}
+		box := w.Box.Intersect(f.Image.Bounds())
+		lk.window = &w
+		lk.lines = append(lk.lines, fmt.Sprintf("window %s %q at %d,%d %dx%d", w.ID, w.Title, box.Min.X, box.Min.Y, box.Dx(), box.Dy()))
+	}
+	return lk, nil
+}
+
+// save writes the full frame to path when one was given (last: a refused
+// call saves nothing) and answers the look's lines.
+func (lk aLook) save(c *Call, path string) ([]string, error) {
+	if path == "" {
+		return lk.lines, nil
+	}
+	saved, err := c.Caller.SaveShot(lk.full, path)
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{"saved " + saved}, lk.lines...), nil
 }
 
 func waitFor(ctx context.Context, c *Call, in *waitForArgs) (*mcp.CallToolResult, error) {
@@ -188,44 +212,26 @@ func waitFor(ctx context.Context, c *Call, in *waitForArgs) (*mcp.CallToolResult
 		if err != nil {
 			return nil, err
 		}
-		return imageResult(f, in.Scale, line)
+		return shotResult(ctx, c, v, f, in.Scale, line)
 	})
 }
 
 // afterAction adds the screen after an input action when asked: as soon as
 // it settles (at most settle_ms) or the awaited window (of user's session)
 // shows.
-func afterAction(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a afterArgs, user string) (*mcp.CallToolResult, error) {
+func afterAction(ctx context.Context, c *Call, v *hostapi.VM, res *mcp.CallToolResult, a afterArgs, user string) (*mcp.CallToolResult, error) {
 	if !a.Screenshot {
 		return res, nil
 	}
-	start := time.Now()
-	limit := time.Duration(a.SettleMs) * time.Millisecond
-	var timing string
-	if a.WaitWindow != "" {
-		w, err := v.WaitWindow(ctx, a.WaitWindow, false, user, limit)
-		if err != nil {
-			return nil, err
-		}
-		timing = fmt.Sprintf("timing: window %q not shown after %.1f s", a.WaitWindow, w.Elapsed.Seconds())
-		if w.OK {
-			timing = fmt.Sprintf("timing: window %q after %.1f s", a.WaitWindow, w.Elapsed.Seconds())
-		}
-	} else {
-		s, err := v.WaitStill(ctx, 0, limit)
-		if err != nil {
-			return nil, err
-		}
-		timing = fmt.Sprintf("timing: settled after %.1f s", s.Elapsed.Seconds())
-		if !s.OK {
-			timing = fmt.Sprintf("timing: still changing after %.1f s", time.Since(start).Seconds())
-		}
+	timing, err := settle(ctx, v, a, user)
+	if err != nil {
+		return nil, err
 	}
 	f, err := v.Shot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	img, err := imageResult(f, a.Scale, timing)
+	img, err := shotResult(ctx, c, v, f, a.Scale, timing)
 	if err != nil {
 		return nil, err
 	}
@@ -233,21 +239,43 @@ func afterAction(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a 
 	return res, nil
 }
 
+// shotResult is every screenshot answer: the image with its size and frame
+// lines, and the element list too when the server sees always
+// (POLIGON_MCP_SEE_ALWAYS); a model that fails then costs a line, not the
+// screenshot.
+func shotResult(ctx context.Context, c *Call, v *hostapi.VM, f hostapi.Frame, scale float64, lines ...string) (*mcp.CallToolResult, error) {
+	return shotResultOf(ctx, c, v, f, f, scale, lines...)
+}
+
+// shotResultOf shows part of the frame full (a window), which names the
+// frame: coordinates and frame= are always the full frame's.
+func shotResultOf(ctx context.Context, c *Call, v *hostapi.VM, full, shown hostapi.Frame, scale float64, lines ...string) (*mcp.CallToolResult, error) {
+	lines = append(lines, frameLine(v, full))
+	if e := c.Server.env.Eyes; e != nil && e.SeeAlways {
+		if s, err := v.See(ctx, full, nil); err == nil {
+			lines = append(lines, seeingText(s))
+		} else {
+			lines = append(lines, "elements: unavailable: "+err.Error())
+		}
+	}
+	return imageResult(shown, scale, lines...)
+}
+
 func click(ctx context.Context, c *Call, in *clickArgs) (*mcp.CallToolResult, error) {
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
-		if err := v.Click(ctx, in.X, in.Y, in.Button, in.Count); err != nil {
+		if err := v.Click(ctx, in.X, in.Y, in.Button, in.Count, in.Frame); err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, v, text("ok"), in.afterArgs, "")
+		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "")
 	})
 }
 
 func drag(ctx context.Context, c *Call, in *dragArgs) (*mcp.CallToolResult, error) {
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
-		if err := v.Drag(ctx, in.X1, in.Y1, in.X2, in.Y2); err != nil {
+		if err := v.Drag(ctx, in.X1, in.Y1, in.X2, in.Y2, in.Frame); err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, v, text("ok"), in.afterArgs, "")
+		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "")
 	})
 }
 
@@ -256,7 +284,7 @@ func typeText(ctx context.Context, c *Call, in *typeArgs) (*mcp.CallToolResult, 
 		if err := v.Type(ctx, in.Text); err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, v, text("ok"), in.afterArgs, "")
+		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "")
 	})
 }
 
@@ -265,6 +293,6 @@ func key(ctx context.Context, c *Call, in *keyArgs) (*mcp.CallToolResult, error)
 		if err := v.Press(ctx, in.Key); err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, v, text("ok"), in.afterArgs, "")
+		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "")
 	})
 }

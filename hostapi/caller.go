@@ -29,6 +29,11 @@ type Env struct {
 	// BusyWait is how long a call waits for a VM another call holds before it
 	// answers "vmid N is busy". Default 30 s.
 	BusyWait time.Duration
+	// Eyes read the screen: OCR and the vision and grounding models. Nil:
+	// none (screen reading answers that it is not set up).
+	Eyes *Eyes
+
+	frames frameLog // the frames answers showed, for the stale-frame guard
 }
 
 func (e *Env) maxWait() time.Duration {

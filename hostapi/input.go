@@ -2,6 +2,7 @@ package hostapi
 
 import (
 	"context"
+	"image"
 	"strings"
 	"time"
 
@@ -67,8 +68,10 @@ func ParseButton(name string) (backends.Button, error) {
 	return 0, Failf("button is left, middle or right", "unknown button %q", name)
 }
 
-// checkPoint refuses coordinates outside the current frame.
-func (v *VM) checkPoint(ctx context.Context, s backends.Screen, pts ...[2]int) error {
+// checkPoint refuses coordinates outside the current frame, and, with a
+// frame digest in since, points near which the screen has changed since
+// that frame.
+func (v *VM) checkPoint(ctx context.Context, s backends.Screen, since string, pts ...[2]int) error {
 	img, _, err := s.Frame(ctx)
 	if err != nil {
 		return wrap(err, "", "vmid %d console", v.info.VMID)
@@ -80,11 +83,20 @@ func (v *VM) checkPoint(ctx context.Context, s backends.Screen, pts ...[2]int) e
 				"point %d,%d is outside the %dx%d console", p[0], p[1], b.Dx(), b.Dy())
 		}
 	}
-	return nil
+	if since == "" {
+		return nil
+	}
+	var region image.Rectangle
+	for _, p := range pts {
+		region = region.Union(around(image.Pt(p[0], p[1])))
+	}
+	return v.c.env.frames.check(v.vmKey(), since, img, region)
 }
 
-// Click clicks count times (at most 3) at x, y.
-func (v *VM) Click(ctx context.Context, x, y int, button string, count int) error {
+// Click clicks count times (at most 3) at x, y. With a frame digest in
+// since, it refuses (clicking nothing) when the screen around x, y has
+// changed since that frame.
+func (v *VM) Click(ctx context.Context, x, y int, button string, count int, since string) error {
 	b, err := ParseButton(button)
 	if err != nil {
 		return err
@@ -96,27 +108,29 @@ func (v *VM) Click(ctx context.Context, x, y int, button string, count int) erro
 		return Failf("count is 1 (click), 2 (double click) or 3", "count %d is out of range", count)
 	}
 	return v.input(ctx, inputBudget(0), func(ctx context.Context, s backends.Screen) error {
-		if err := v.checkPoint(ctx, s, [2]int{x, y}); err != nil {
+		if err := v.checkPoint(ctx, s, since, [2]int{x, y}); err != nil {
 			return err
 		}
 		return inputError(s.Click(ctx, x, y, b, count), "")
 	})
 }
 
-// Move moves the pointer.
-func (v *VM) Move(ctx context.Context, x, y int) error {
+// Move moves the pointer; since guards the point as Click does (a hover
+// can open a menu).
+func (v *VM) Move(ctx context.Context, x, y int, since string) error {
 	return v.input(ctx, inputBudget(0), func(ctx context.Context, s backends.Screen) error {
-		if err := v.checkPoint(ctx, s, [2]int{x, y}); err != nil {
+		if err := v.checkPoint(ctx, s, since, [2]int{x, y}); err != nil {
 			return err
 		}
 		return inputError(s.Move(ctx, x, y), "")
 	})
 }
 
-// Drag drags with the left button from x1,y1 to x2,y2.
-func (v *VM) Drag(ctx context.Context, x1, y1, x2, y2 int) error {
+// Drag drags with the left button from x1,y1 to x2,y2; since guards both
+// ends as Click does.
+func (v *VM) Drag(ctx context.Context, x1, y1, x2, y2 int, since string) error {
 	return v.input(ctx, inputBudget(0), func(ctx context.Context, s backends.Screen) error {
-		if err := v.checkPoint(ctx, s, [2]int{x1, y1}, [2]int{x2, y2}); err != nil {
+		if err := v.checkPoint(ctx, s, since, [2]int{x1, y1}, [2]int{x2, y2}); err != nil {
 			return err
 		}
 		return inputError(s.Drag(ctx, x1, y1, x2, y2), "")

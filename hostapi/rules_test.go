@@ -25,7 +25,7 @@ const (
 )
 
 // bench is alice's world: her VMs, and VMs she must not touch.
-func bench(t *testing.T) (*backendtest.Backend, *hostapi.Env, context.Context) {
+func bench(t testing.TB) (*backendtest.Backend, *hostapi.Env, context.Context) {
 	t.Helper()
 	be := backendtest.New("")
 	be.AddTemplate(9000, "tiny")
@@ -44,7 +44,7 @@ func bench(t *testing.T) (*backendtest.Backend, *hostapi.Env, context.Context) {
 }
 
 // alice is a caller whose backend names her and her pool (a Proxmox token).
-func alice(t *testing.T, ctx context.Context, env *hostapi.Env, be *backendtest.Backend) *hostapi.Caller {
+func alice(t testing.TB, ctx context.Context, env *hostapi.Env, be *backendtest.Backend) *hostapi.Caller {
 	t.Helper()
 	c, err := hostapi.NewCaller(ctx, env, "ignored", ns, be.WithIdentity("alice", "alice"))
 	if err != nil {
@@ -64,7 +64,7 @@ func plain(t *testing.T, ctx context.Context, env *hostapi.Env, be backends.Back
 }
 
 // lock takes a VM the caller must get, and releases it at the test's end.
-func lock(t *testing.T, ctx context.Context, c *hostapi.Caller, vmid int) (*hostapi.VM, func()) {
+func lock(t testing.TB, ctx context.Context, c *hostapi.Caller, vmid int) (*hostapi.VM, func()) {
 	t.Helper()
 	v, release, err := c.LockVM(ctx, vmid)
 	if err != nil {

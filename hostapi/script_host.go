@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
 	"strings"
 	"sync"
 	"time"
@@ -68,7 +69,11 @@ func (h *Script) keep(f Frame) calls.ShotAnswer {
 		h.order = h.order[1:]
 	}
 	b := f.Image.Bounds()
-	return calls.ShotAnswer{Image: id, Width: b.Dx(), Height: b.Dy(), Digest: f.Digest()}
+	digest := f.Digest()
+	if h.VM != nil { // a bare host in tests
+		digest = h.VM.Remember(f)
+	}
+	return calls.ShotAnswer{Image: id, Width: b.Dx(), Height: b.Dy(), Digest: digest}
 }
 
 // call is one entry of the dispatch table: decode args, act, answer.
@@ -232,28 +237,78 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		return calls.Empty{}, h.VM.Click(ctx, a.X, a.Y, a.Button, a.Count)
+		return calls.Empty{}, h.VM.Click(ctx, a.X, a.Y, a.Button, a.Count, a.Frame)
 	},
 	calls.DoubleClick: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.PointArgs](calls.DoubleClick, raw)
 		if err != nil {
 			return nil, err
 		}
-		return calls.Empty{}, h.VM.Click(ctx, a.X, a.Y, "left", 2)
+		return calls.Empty{}, h.VM.Click(ctx, a.X, a.Y, "left", 2, a.Frame)
 	},
 	calls.Drag: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.DragArgs](calls.Drag, raw)
 		if err != nil {
 			return nil, err
 		}
-		return calls.Empty{}, h.VM.Drag(ctx, a.X1, a.Y1, a.X2, a.Y2)
+		return calls.Empty{}, h.VM.Drag(ctx, a.X1, a.Y1, a.X2, a.Y2, a.Frame)
 	},
 	calls.Move: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.PointArgs](calls.Move, raw)
 		if err != nil {
 			return nil, err
 		}
-		return calls.Empty{}, h.VM.Move(ctx, a.X, a.Y)
+		return calls.Empty{}, h.VM.Move(ctx, a.X, a.Y, a.Frame)
+	},
+	calls.ReadText: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		if _, err := decode[calls.Empty](calls.ReadText, raw); err != nil {
+			return nil, err
+		}
+		rd, err := h.VM.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return readAnswer(h.VM, rd), nil
+	},
+	calls.CheckText: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		return h.findText(ctx, calls.CheckText, raw, false)
+	},
+	calls.ExpectText: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		return h.findText(ctx, calls.ExpectText, raw, true)
+	},
+	calls.WaitText: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.TextArgs](calls.WaitText, raw)
+		if err != nil {
+			return nil, err
+		}
+		w, err := h.VM.WaitText(ctx, a.Label, duration(calls.WaitText, "timeout", a.Timeout))
+		if err != nil {
+			return nil, err
+		}
+		digest := ""
+		if w.Reading.Frame.Image != nil {
+			digest = h.VM.Remember(w.Reading.Frame)
+		}
+		return calls.TextWaitAnswer{WaitAnswer: wait(w.Spot != nil, w.Elapsed), Text: textAnswer(w.Spot, digest)}, nil
+	},
+	calls.ClickLabel: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.ClickLabelArgs](calls.ClickLabel, raw)
+		if err != nil {
+			return nil, err
+		}
+		button := a.Button
+		if button == "" {
+			button = calls.DefaultString(calls.ClickLabel, "button")
+		}
+		count := a.Count
+		if count == 0 {
+			count = calls.DefaultInt(calls.ClickLabel, "count")
+		}
+		c, err := h.VM.ClickLabel(ctx, a.Label, a.Kind, button, count, a.Frame)
+		if err != nil {
+			return nil, err
+		}
+		return calls.ClickLabelAnswer{Source: c.Source, X: c.Point.X, Y: c.Point.Y, Text: c.Spot.Text, Frame: h.VM.Remember(c.Frame)}, nil
 	},
 	calls.Start: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.PowerArgs](calls.Start, raw)
@@ -387,4 +442,62 @@ func Names() []string {
 		names = append(names, n)
 	}
 	return names
+}
+
+// findText looks once for a text on screen; must makes its absence an
+// error (expectText), else an answer with Found false (checkText).
+func (h *Script) findText(ctx context.Context, call string, raw json.RawMessage, must bool) (any, error) {
+	a, err := decode[calls.TextArgs](call, raw)
+	if err != nil {
+		return nil, err
+	}
+	s, rd, err := h.VM.CheckText(ctx, a.Label)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil && must {
+		return nil, notOnScreen(a.Label, rd)
+	}
+	return textAnswer(s, h.VM.Remember(rd.Frame)), nil
+}
+
+func box(r image.Rectangle) calls.Box { return calls.Box{X: r.Min.X, Y: r.Min.Y, W: r.Dx(), H: r.Dy()} }
+
+func readAnswer(v *VM, rd Reading) calls.ReadAnswer {
+	b := rd.Frame.Image.Bounds()
+	a := calls.ReadAnswer{Frame: v.Remember(rd.Frame), Width: b.Dx(), Height: b.Dy(), Lines: []calls.TextLine{}}
+	for _, l := range rd.Page.Lines {
+		tl := calls.TextLine{Text: l.Text, Box: box(l.Box), Selected: l.Selected, Conf: l.Conf}
+		for _, w := range l.Words {
+			tl.Words = append(tl.Words, calls.TextWord{Text: w.Text, Box: box(w.Box), Conf: w.Conf})
+		}
+		a.Lines = append(a.Lines, tl)
+	}
+	return a
+}
+
+func textAnswer(s *Spot, frame string) calls.TextAnswer {
+	if s == nil {
+		return calls.TextAnswer{Frame: frame}
+	}
+	c := s.Centre()
+	return calls.TextAnswer{Found: true, Text: s.Text, X: c.X, Y: c.Y, Box: box(s.Box), Selected: s.Selected, Frame: frame}
+}
+
+// notOnScreen is expectText's failure: what was looked for, and a glimpse
+// of what the screen says instead.
+func notOnScreen(label string, rd Reading) error {
+	var seen []string
+	for _, l := range rd.Page.Lines {
+		if len(seen) == 6 {
+			seen = append(seen, "...")
+			break
+		}
+		seen = append(seen, fmt.Sprintf("%q", l.Text))
+	}
+	what := "no text at all"
+	if len(seen) > 0 {
+		what = "text such as " + strings.Join(seen, ", ")
+	}
+	return Failf("wait for it with screen.waitText, or check the label against screen.read()", "text %q is not on the screen (OCR read %s)", label, what)
 }

@@ -73,6 +73,45 @@ declare namespace poligon {
     digest: string;
   }
 
+  /** What screen.read answers. */
+  interface Reading {
+    frame: string;
+    width: number;
+    height: number;
+    lines: TextLine[];
+  }
+
+  interface TextLine {
+    text: string;
+    box: Box;
+    selected?: boolean;
+    /** Tesseract's mean word confidence, 0-100. */
+    conf: number;
+    words: { text: string; box: Box; conf: number }[];
+  }
+
+  /** Where text is: x, y its centre (where a click lands), box its extent, text what was read there. */
+  interface TextSpot {
+    found: true;
+    text: string;
+    x: number;
+    y: number;
+    box: Box;
+    selected?: boolean;
+    frame: string;
+  }
+
+  type ElementKind = "button" | "link" | "field" | "checkbox" | "radio" | "tab" | "menu" | "menuitem" | "list item" | "icon" | "text" | "window" | "other";
+
+  /** Where mouse.clickLabel clicked, and how it found the label. */
+  interface LabelClick {
+    source: "ocr" | "elements" | "grounding";
+    x: number;
+    y: number;
+    text: string;
+    frame: string;
+  }
+
   interface Box {
     x: number;
     y: number;
@@ -128,6 +167,21 @@ declare namespace poligon {
        * Defaults: timeout 20, user "test".
        */
       waitWindow(window: string, opts?: { gone?: boolean; timeout?: number; user?: string }): Box | null;
+      /**
+       * Read the text on screen by OCR: word groups top to bottom, each with its box and words; a highlighted
+       * row (a list or menu selection) is `selected`. `frame` names the frame read (pass it to mouse verbs).
+       */
+      read(): Reading;
+      /**
+       * Wait until `label` shows on screen (OCR; matched case-folded and fuzzily, Cyrillic and Latin look-alike
+       * letters folded). Answers where it is, or null on timeout; several equally good places throw.
+       * Defaults: timeout 30.
+       */
+      waitText(label: string, opts?: { timeout?: number }): TextSpot | null;
+      /** Look once: where `label` is on screen, or null. */
+      checkText(label: string): TextSpot | null;
+      /** Look once: where `label` is on screen; throw when it is not there. */
+      expectText(label: string): TextSpot;
     };
 
     keyboard: {
@@ -137,13 +191,23 @@ declare namespace poligon {
       press(key: string): void;
     };
 
+    /**
+     * Positions are full-size console pixels. `frame` (a Shot's digest, a Reading's or TextSpot's frame) makes
+     * the verb throw, doing nothing, when the screen near the point has changed since that frame.
+     */
     mouse: {
       /** Move, press 300 ms, release; count 2 is a double click. Defaults: button "left", count 1. */
-      click(x: number, y: number, opts?: { button?: "left" | "middle" | "right"; count?: number }): void;
-      doubleClick(x: number, y: number): void;
+      click(x: number, y: number, opts?: { button?: "left" | "middle" | "right"; count?: number; frame?: string }): void;
+      doubleClick(x: number, y: number, opts?: { frame?: string }): void;
       /** Drag with the left button. */
-      drag(x1: number, y1: number, x2: number, y2: number): void;
-      move(x: number, y: number): void;
+      drag(x1: number, y1: number, x2: number, y2: number, opts?: { frame?: string }): void;
+      move(x: number, y: number, opts?: { frame?: string }): void;
+      /**
+       * Click the element showing `label`: OCR first, then the vision model's element list of the same
+       * screen, then the grounding model (kind "icon" skips OCR). Several equally good matches throw,
+       * listing them. Defaults: button "left", count 1.
+       */
+      clickLabel(label: string, opts?: { kind?: ElementKind; button?: "left" | "middle" | "right"; count?: number; frame?: string }): LabelClick;
     };
 
     power: {

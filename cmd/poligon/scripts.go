@@ -55,7 +55,12 @@ func runScript(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log := newLogger(stderr, "warn")
-	srv, err := engine.New(cfg, engine.Options{Logger: log, OpenBench: openBench(benches.NewRoot())})
+	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeEyes()
+	srv, err := engine.New(cfg, engine.Options{Logger: log, OpenBench: openBench(benches.NewRoot()), Eyes: eyes})
 	if err != nil {
 		return err
 	}

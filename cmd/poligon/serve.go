@@ -104,7 +104,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *stdio {
 		transport = "stdio"
 	}
-	srv, err := engine.New(cfg, engine.Options{Logger: log, OpenBench: openBench(benches.NewRoot())})
+	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeEyes()
+	srv, err := engine.New(cfg, engine.Options{Logger: log, OpenBench: openBench(benches.NewRoot()), Eyes: eyes})
 	if err != nil {
 		return err
 	}
@@ -125,6 +130,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			args = append(args, k, facts[k])
 		}
 		log.Info("bench", args...)
+	}
+	eyesArgs := []any{}
+	report := srv.EyesReport()
+	for _, k := range slices.Sorted(maps.Keys(report)) {
+		eyesArgs = append(eyesArgs, k, report[k])
+	}
+	log.Info("eyes", eyesArgs...)
+	if eyes.OCR != nil {
+		// The engines start now, not on the first ui_read.
+		go eyes.OCR.Check()
 	}
 	for _, p := range srv.Problems() {
 		log.Warn("not ready", "problem", p)

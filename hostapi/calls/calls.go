@@ -27,9 +27,14 @@ const (
 	WaitStill   = "screen.waitStill"
 	WaitChange  = "screen.waitChange"
 	WaitWindow  = "screen.waitWindow"
-	Type        = "keyboard.type"  // TypeArgs -> Empty
-	Press       = "keyboard.press" // PressArgs -> Empty
-	Click       = "mouse.click"    // ClickArgs -> Empty
+	ReadText    = "screen.read"       // Empty -> ReadAnswer: the text on screen by OCR
+	WaitText    = "screen.waitText"   // TextArgs -> TextWaitAnswer
+	CheckText   = "screen.checkText"  // TextArgs -> TextAnswer; Found false when absent
+	ExpectText  = "screen.expectText" // TextArgs -> TextAnswer; fails when absent
+	ClickLabel  = "mouse.clickLabel"  // ClickLabelArgs -> ClickLabelAnswer
+	Type        = "keyboard.type"     // TypeArgs -> Empty
+	Press       = "keyboard.press"    // PressArgs -> Empty
+	Click       = "mouse.click"       // ClickArgs -> Empty
 	DoubleClick = "mouse.doubleClick"
 	Drag        = "mouse.drag" // DragArgs -> Empty
 	Move        = "mouse.move" // PointArgs -> Empty
@@ -183,26 +188,114 @@ type PressArgs struct {
 	Key string `json:"key"`
 }
 
-// PointArgs is a console position in full-size pixels.
+// PointArgs is a console position in full-size pixels; Frame guards it
+// as for Click (where the call acts).
 type PointArgs struct {
-	X int `json:"x"`
-	Y int `json:"y"`
+	X     int    `json:"x"`
+	Y     int    `json:"y"`
+	Frame string `json:"frame,omitempty"`
 }
 
 // ClickArgs clicks at a point. Button default "left", Count default 1.
+// Frame (a screen.shot digest) refuses the click, clicking nothing, when
+// the screen around the point has changed since that shot.
 type ClickArgs struct {
 	X      int    `json:"x"`
 	Y      int    `json:"y"`
 	Button string `json:"button,omitempty"`
 	Count  int    `json:"count,omitempty"`
+	Frame  string `json:"frame,omitempty"`
 }
 
-// DragArgs drags with the left button.
+// DragArgs drags with the left button; Frame guards both ends as for Click.
 type DragArgs struct {
-	X1 int `json:"x1"`
-	Y1 int `json:"y1"`
-	X2 int `json:"x2"`
-	Y2 int `json:"y2"`
+	X1    int    `json:"x1"`
+	Y1    int    `json:"y1"`
+	X2    int    `json:"x2"`
+	Y2    int    `json:"y2"`
+	Frame string `json:"frame,omitempty"`
+}
+
+// Box is a rectangle on screen in full-size console pixels: the top-left
+// corner and the size.
+type Box struct {
+	X int `json:"x"`
+	Y int `json:"y"`
+	W int `json:"w"`
+	H int `json:"h"`
+}
+
+// TextWord is one word OCR read.
+type TextWord struct {
+	Text string  `json:"text"`
+	Box  Box     `json:"box"`
+	Conf float64 `json:"conf"` // 0-100
+}
+
+// TextLine is a word group: words close together on one baseline.
+// Selected marks a highlighted row (a list or menu selection).
+type TextLine struct {
+	Text     string     `json:"text"`
+	Box      Box        `json:"box"`
+	Selected bool       `json:"selected,omitempty"`
+	Conf     float64    `json:"conf"`
+	Words    []TextWord `json:"words"`
+}
+
+// ReadAnswer is the text of one frame, top to bottom.
+type ReadAnswer struct {
+	Frame  string     `json:"frame"` // the frame's digest
+	Width  int        `json:"width"`
+	Height int        `json:"height"`
+	Lines  []TextLine `json:"lines"`
+}
+
+// TextArgs names text to look for on screen: matched case-folded, fuzzily
+// (an edit for 4-7 letters, two from 8), with Cyrillic and Latin look-alike
+// letters folded. Timeout (waitText only) default 30.
+type TextArgs struct {
+	Label   string  `json:"label"`
+	Timeout float64 `json:"timeout,omitempty"`
+}
+
+// TextAnswer is where the text is: X, Y its centre (where a click lands),
+// Box its extent, Text what was read there. Found false: not on screen.
+type TextAnswer struct {
+	Found    bool   `json:"found"`
+	Text     string `json:"text,omitempty"`
+	X        int    `json:"x"`
+	Y        int    `json:"y"`
+	Box      Box    `json:"box"`
+	Selected bool   `json:"selected,omitempty"`
+	Frame    string `json:"frame"` // the frame it was read on
+}
+
+// TextWaitAnswer is WaitAnswer plus where the text showed.
+type TextWaitAnswer struct {
+	WaitAnswer
+	Text TextAnswer `json:"text"`
+}
+
+// ClickLabelArgs clicks an element by its visible label. Kind narrows the
+// element type (button, icon, ...; see hostapi.Kinds); Button default
+// "left", Count default 1; Frame as for Click.
+type ClickLabelArgs struct {
+	Label  string `json:"label"`
+	Kind   string `json:"kind,omitempty"`
+	Button string `json:"button,omitempty"`
+	Count  int    `json:"count,omitempty"`
+	Frame  string `json:"frame,omitempty"`
+}
+
+// ClickLabelAnswer says where the click landed and how the label was
+// found: source "ocr", "elements" (the vision model's list) or
+// "grounding".
+type ClickLabelAnswer struct {
+	Source string `json:"source"`
+	X      int    `json:"x"`
+	Y      int    `json:"y"`
+	Text   string `json:"text"` // what was read at that spot
+	Frame  string `json:"frame"`
 }
 
 // PowerArgs bounds how long start/stop wait for the backend's task.

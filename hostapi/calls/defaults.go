@@ -21,6 +21,8 @@ var Defaults = map[string]map[string]any{
 	WaitChange:  {"timeout": 30},
 	WaitWindow:  {"timeout": 20, "user": "test"},
 	Click:       {"button": "left", "count": 1},
+	WaitText:    {"timeout": 30},
+	ClickLabel:  {"button": "left", "count": 1},
 	// A script's power steps wait as long as its run may last: no client
 	// waits on each call, and a step that returned early would race the
 	// next one.

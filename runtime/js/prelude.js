@@ -137,6 +137,21 @@
           });
           return a && a.ok ? { x: a.x, y: a.y, w: a.w, h: a.h } : null;
         },
+        read() {
+          return call("screen.read", {});
+        },
+        waitText(label, opts) {
+          const o = options("screen.waitText", opts, ["timeout"]);
+          const a = call("screen.waitText", { label: str("screen.waitText", "label", label), timeout: o.timeout });
+          return a && a.ok ? a.text : null;
+        },
+        checkText(label) {
+          const a = call("screen.checkText", { label: str("screen.checkText", "label", label) });
+          return a && a.found ? a : null;
+        },
+        expectText(label) {
+          return call("screen.expectText", { label: str("screen.expectText", "label", label) });
+        },
       },
       keyboard: {
         type(text) {
@@ -148,20 +163,31 @@
       },
       mouse: {
         click(x, y, opts) {
-          const o = options("mouse.click", opts, ["button", "count"]);
-          call("mouse.click", { x: num("mouse.click", "x", x), y: num("mouse.click", "y", y), button: o.button, count: o.count });
-        },
-        doubleClick(x, y) {
-          call("mouse.doubleClick", { x: num("mouse.doubleClick", "x", x), y: num("mouse.doubleClick", "y", y) });
-        },
-        drag(x1, y1, x2, y2) {
-          call("mouse.drag", {
-            x1: num("mouse.drag", "x1", x1), y1: num("mouse.drag", "y1", y1),
-            x2: num("mouse.drag", "x2", x2), y2: num("mouse.drag", "y2", y2),
+          const o = options("mouse.click", opts, ["button", "count", "frame"]);
+          call("mouse.click", {
+            x: num("mouse.click", "x", x), y: num("mouse.click", "y", y), button: o.button, count: o.count, frame: o.frame,
           });
         },
-        move(x, y) {
-          call("mouse.move", { x: num("mouse.move", "x", x), y: num("mouse.move", "y", y) });
+        doubleClick(x, y, opts) {
+          const o = options("mouse.doubleClick", opts, ["frame"]);
+          call("mouse.doubleClick", { x: num("mouse.doubleClick", "x", x), y: num("mouse.doubleClick", "y", y), frame: o.frame });
+        },
+        drag(x1, y1, x2, y2, opts) {
+          const o = options("mouse.drag", opts, ["frame"]);
+          call("mouse.drag", {
+            x1: num("mouse.drag", "x1", x1), y1: num("mouse.drag", "y1", y1),
+            x2: num("mouse.drag", "x2", x2), y2: num("mouse.drag", "y2", y2), frame: o.frame,
+          });
+        },
+        move(x, y, opts) {
+          const o = options("mouse.move", opts, ["frame"]);
+          call("mouse.move", { x: num("mouse.move", "x", x), y: num("mouse.move", "y", y), frame: o.frame });
+        },
+        clickLabel(label, opts) {
+          const o = options("mouse.clickLabel", opts, ["kind", "button", "count", "frame"]);
+          return call("mouse.clickLabel", {
+            label: str("mouse.clickLabel", "label", label), kind: o.kind, button: o.button, count: o.count, frame: o.frame,
+          });
         },
       },
       power: {

@@ -43,6 +43,8 @@ var runs = []run{
 	{"./engine", "BenchmarkToolCallHTTP", "2000x"},
 	{"./engine", "BenchmarkTinyVM", "100x"},
 	{"./engine", "BenchmarkHotReload", "20x"},
+	{"./backends/ocr", "BenchmarkTinyXFrame", "5x"},
+	{"./hostapi", "BenchmarkSee", "200x"},
 }
 
 // figure is one line of the report: a metric a benchmark reported, how to
@@ -101,6 +103,16 @@ var figures = []figure{
 		[]string{"wasm-p50-ms", "builtin-p50-ms", "wasm-p99-ms"}},
 	{"hot reload: file write to list_changed, p99", "BenchmarkHotReload", "p99-ms", " ms", target{"<=", 250},
 		[]string{"p50-ms", "max-ms"}},
+	{"ui_read, a tiny-x frame full of text: cold p50", "BenchmarkTinyXFrame", "cold-p50-ms", " ms", target{"<=", 250},
+		[]string{"lines", "cli-p50-ms"}},
+	{"ui_read cold / tesseract CLI (same PNG, languages)", "BenchmarkTinyXFrame", "ratio", "x", target{"<=", 0.5}, nil},
+	{"ui_read, one line changed: p50", "BenchmarkTinyXFrame", "warm-p50-ms", " ms", target{"<=", 100}, nil},
+	{"ui_read word recall, English", "BenchmarkTinyXFrame", "recall-en", "", target{">=", 0.98}, []string{"cli-recall-en"}},
+	{"ui_read word recall, Russian", "BenchmarkTinyXFrame", "recall-ru", "", target{">=", 0.98}, []string{"cli-recall-ru"}},
+	{"ui_see from the frame cache, p50", "BenchmarkSee", "cached-p50-ms", " ms", target{"<=", 5}, nil},
+	{"ui_see uncached, over the model call, p50", "BenchmarkSee", "overhead-p50-ms", " ms", target{"<=", 30}, nil},
+	{"ui_click_label through OCR, end to end, p50", "BenchmarkTinyVM/click_label", "p50-ms", " ms", target{},
+		[]string{"p99-ms"}},
 }
 
 func main() {

@@ -143,6 +143,13 @@ func run(bin, evidence string) error {
 	if _, err := s.step("press Enter, then look", "ui_key", map[string]any{"vmid": vmid, "key": "ret", "screenshot": true, "settle_ms": 3000}); err != nil {
 		return err
 	}
+	out, err = s.step("read the screen (OCR)", "ui_read", map[string]any{"vmid": vmid})
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, "hello from poligon") {
+		fmt.Printf("            (OCR did not read the typed line; the screen is in the screenshot below)\n")
+	}
 	if _, err := s.step("save a screenshot", "ui_screenshot", map[string]any{"vmid": vmid, "path": "demo.png"}); err != nil {
 		return err
 	}

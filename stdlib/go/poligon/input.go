@@ -29,12 +29,32 @@ func (vm *VM) Mouse() Mouse { return Mouse{vm} }
 type ClickOpts struct {
 	Button string // "left", "middle" or "right"; default "left"
 	Count  int    // default 1; 2 is a double click
+	// Frame (a shot's digest) refuses the click, clicking nothing, when the
+	// screen near x,y has changed since that shot.
+	Frame string
 }
 
 // Click moves to x,y, presses 300 ms and releases.
 func (m Mouse) Click(x, y int, opts ...ClickOpts) error {
 	o := firstOf(opts)
-	return m.vm.Call(calls.Click, calls.ClickArgs{X: x, Y: y, Button: o.Button, Count: o.Count}, nil)
+	return m.vm.Call(calls.Click, calls.ClickArgs{X: x, Y: y, Button: o.Button, Count: o.Count, Frame: o.Frame}, nil)
+}
+
+// ClickLabelOpts are the options of ClickLabel.
+type ClickLabelOpts struct {
+	Kind   string // button, icon, ...: narrows the vision and grounding models; "icon" skips OCR
+	Button string // default "left"
+	Count  int    // default 1
+	Frame  string // as for Click
+}
+
+// ClickLabel clicks the element showing label: OCR first, then the vision
+// model's element list of the same screen, then the grounding model.
+func (m Mouse) ClickLabel(label string, opts ...ClickLabelOpts) (calls.ClickLabelAnswer, error) {
+	o := firstOf(opts)
+	var answer calls.ClickLabelAnswer
+	err := m.vm.Call(calls.ClickLabel, calls.ClickLabelArgs{Label: label, Kind: o.Kind, Button: o.Button, Count: o.Count, Frame: o.Frame}, &answer)
+	return answer, err
 }
 
 // DoubleClick double-clicks the left button at x,y.

@@ -59,6 +59,42 @@ func (s Screen) WaitWindow(window string, opts ...WaitWindowOpts) (calls.WaitWin
 	return answer, err
 }
 
+// WaitTextOpts are the options of WaitText.
+type WaitTextOpts struct {
+	Timeout float64 // default 30
+}
+
+// Read reads the text on screen by OCR: word groups top to bottom, with
+// their boxes and words; a highlighted row is Selected.
+func (s Screen) Read() (calls.ReadAnswer, error) {
+	var answer calls.ReadAnswer
+	err := s.vm.Call(calls.ReadText, calls.Empty{}, &answer)
+	return answer, err
+}
+
+// WaitText waits until label shows on screen (matched case-folded and
+// fuzzily, Cyrillic and Latin look-alikes folded) and answers where; OK is
+// false on timeout. Several equally good places are an error.
+func (s Screen) WaitText(label string, opts ...WaitTextOpts) (calls.TextWaitAnswer, error) {
+	var answer calls.TextWaitAnswer
+	err := s.vm.Call(calls.WaitText, calls.TextArgs{Label: label, Timeout: firstOf(opts).Timeout}, &answer)
+	return answer, err
+}
+
+// CheckText looks once: where label is, Found false when it is not there.
+func (s Screen) CheckText(label string) (calls.TextAnswer, error) {
+	var answer calls.TextAnswer
+	err := s.vm.Call(calls.CheckText, calls.TextArgs{Label: label}, &answer)
+	return answer, err
+}
+
+// ExpectText looks once: where label is, an error when it is not there.
+func (s Screen) ExpectText(label string) (calls.TextAnswer, error) {
+	var answer calls.TextAnswer
+	err := s.vm.Call(calls.ExpectText, calls.TextArgs{Label: label}, &answer)
+	return answer, err
+}
+
 // SaveShot saves a screenshot (shot, or a fresh one) as a PNG under the
 // evidence directory and answers the path written, relative to it.
 func (vm *VM) SaveShot(path string, shot ...calls.ShotAnswer) (string, error) {

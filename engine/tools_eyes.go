@@ -1,0 +1,216 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/hostapi"
+)
+
+// The eyes: reading the screen by OCR (ui_read) and by a vision model
+// (ui_see), and clicking by label (ui_click_label). Every answer names its
+// frame, which ui_click, ui_drag and ui_click_label take back as frame= to
+// refuse acting on a screen that has changed.
+
+type readArgs struct {
+	VMID  int  `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Boxes bool `json:"boxes,omitempty" desc:"add each line's box: w and h after x and y" default:"false"`
+}
+
+type seeArgs struct {
+	VMID    int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Path    string  `json:"path,omitempty" desc:"also save the full-size PNG here, inside the server's evidence directory"`
+	Scale   float64 `json:"scale,omitempty" desc:"downscale the image (0.5 for a cheap look); detection runs on the full frame and coordinates stay full-size" min:"0" max:"1"`
+	Region  string  `json:"region,omitempty" desc:"one window only: an X window id, or a substring of its title, class or class name; the list is made for that window (and not cached)"`
+	User    string  `json:"user,omitempty" desc:"the desktop user whose X session region= looks in" default:"test"`
+	NoImage bool    `json:"no_image,omitempty" desc:"answer the element list only, no image" default:"false"`
+}
+
+type clickLabelArgs struct {
+	VMID   int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	Label  string `json:"label" desc:"the text the element shows (matched case-folded and fuzzily; Cyrillic and Latin look-alikes are one)"`
+	Kind   string `json:"kind,omitempty" desc:"narrow to an element type for the vision and grounding models (kind=icon skips OCR)" enum:"button,link,field,checkbox,radio,tab,menu,menuitem,list item,icon,text,window,other"`
+	Button string `json:"button,omitempty" desc:"mouse button" default:"left" enum:"left,middle,right"`
+	Count  int    `json:"count,omitempty" desc:"2 for a double click" default:"1" min:"1" max:"3"`
+	Frame  string `json:"frame,omitempty" desc:"the frame you aimed from (a screenshot's frame: line): refused, clicking nothing, if the screen changed at the target since"`
+	Image  bool   `json:"image,omitempty" desc:"with screenshot: add the image to the element list" default:"false"`
+	afterArgs
+}
+
+func eyesTools() []*Tool {
+	return []*Tool{
+		newTool("ui_read", "On-screen text with coordinates by OCR (tesseract): TSV x, y, label, one line per word group, x,y its centre in full-size console pixels; a highlighted row (list or menu selection) gets selected in a fourth column; boxes=true adds w and h. No image. Fast: lines already read are remembered.",
+			titled(readOnly, "Read the screen's text"), readText),
+		newTool("ui_see", "Screenshot plus UI element detection by the vision model: the image and a TSV x, y, type, label in full-size console pixels (elements: 0 when there are none). Lists are cached by frame: the same screen again costs no model call. no_image=true answers the list only.",
+			titled(mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(true)}, "See the screen's elements"), see),
+		newTool("ui_click_label", "Click a UI element by its visible label, no coordinates needed: OCR first (exact boxes), then the vision model's element list of the same screen, then the grounding model (icons); several equally good matches are an error listing them. The answer says the point clicked and source: ocr|elements|grounding. screenshot=true adds the screen after the click (as an element list; the image with image=true).",
+			titled(runsInGuest, "Click by label"), clickLabel),
+	}
+}
+
+// frameLine names the frame an answer shows, for frame= later.
+func frameLine(v *hostapi.VM, f hostapi.Frame) string {
+	return "frame: " + v.Remember(f)
+}
+
+func readText(ctx context.Context, c *Call, in *readArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		rd, err := v.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return text("%s", readingText(v, rd, in.Boxes)), nil
+	})
+}
+
+// readingText renders an OCR reading: the size and frame, the TSV, and
+// what it cost.
+func readingText(v *hostapi.VM, rd hostapi.Reading, boxes bool) string {
+	head := []string{"x", "y", "label"}
+	if boxes {
+		head = []string{"x", "y", "w", "h", "label"}
+	}
+	rows := [][]string{head}
+	for _, l := range rd.Page.Lines {
+		c := l.Centre()
+		row := []string{strconv.Itoa(c.X), strconv.Itoa(c.Y)}
+		if boxes {
+			row = append(row, strconv.Itoa(l.Box.Dx()), strconv.Itoa(l.Box.Dy()))
+		}
+		row = append(row, l.Text)
+		if l.Selected {
+			row = append(row, "selected")
+		}
+		rows = append(rows, row)
+	}
+	body := tsv(rows)
+	if len(rd.Page.Lines) == 0 {
+		body = "no text found\n"
+	}
+	return fmt.Sprintf("%s\n%s%stiming: ocr %.2f s (%d lines: %d pieces read, %d from cache)",
+		rd.Frame.Size(), body, frameLine(v, rd.Frame)+"\n", rd.Page.Took.Seconds(), len(rd.Page.Lines), rd.Page.Read, rd.Page.Cached)
+}
+
+// seeingText renders an element list and its timing line.
+func seeingText(s hostapi.Seeing) string {
+	lines := []string{hostapi.ElementLines(s.Elements)}
+	if !s.Complete {
+		lines = append(lines, fmt.Sprintf("elements: incomplete (%s): the list may miss elements and was not cached", s.Problem))
+	}
+	source := "model"
+	if s.Cached {
+		source = "cached"
+	}
+	lines = append(lines, fmt.Sprintf("timing: vision %.1f s (source: %s)", s.Took.Seconds(), source))
+	return strings.Join(lines, "\n")
+}
+
+func see(ctx context.Context, c *Call, in *seeArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		lk, err := look(ctx, c, v, in.Path, in.Region, in.User)
+		if err != nil {
+			return nil, err
+		}
+		s, err := v.See(ctx, lk.full, lk.window)
+		if err != nil {
+			return nil, err
+		}
+		lines, err := lk.save(c, in.Path)
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, frameLine(v, lk.full), seeingText(s))
+		if in.NoImage {
+			return text("%s\n%s", lk.full.Size(), strings.Join(lines, "\n")), nil
+		}
+		return imageResult(lk.shown, in.Scale, lines...)
+	})
+}
+
+// crop cuts a window out of a frame.
+func crop(f hostapi.Frame, w hostapi.Window) (hostapi.Frame, error) {
+	box := w.Box.Intersect(f.Image.Bounds())
+	if box.Empty() {
+		return hostapi.Frame{}, hostapi.Failf("take the full frame instead", "window %s (%q) is off screen", w.ID, w.Title)
+	}
+	sub := image.NewRGBA(image.Rect(0, 0, box.Dx(), box.Dy()))
+	for y := 0; y < box.Dy(); y++ {
+		copy(sub.Pix[y*sub.Stride:], f.Image.Pix[(box.Min.Y+y)*f.Image.Stride+box.Min.X*4:(box.Min.Y+y)*f.Image.Stride+box.Max.X*4])
+	}
+	return hostapi.Frame{Image: sub, At: f.At}, nil
+}
+
+func clickLabel(ctx context.Context, c *Call, in *clickLabelArgs) (*mcp.CallToolResult, error) {
+	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		lc, err := v.ClickLabel(ctx, in.Label, in.Kind, in.Button, in.Count, in.Frame)
+		if err != nil {
+			return nil, err
+		}
+		res := text("clicked %q at %d,%d (source: %s)\n%s", lc.Spot.Text, lc.Point.X, lc.Point.Y, lc.Source, frameLine(v, lc.Frame))
+		if !in.Screenshot && !in.Image {
+			return res, nil
+		}
+		return afterLook(ctx, v, res, in.afterArgs, in.Image)
+	})
+}
+
+// afterLook answers the screen after an action as text: the element list
+// when a vision model is set up, else what OCR reads, plus the image when
+// asked for.
+func afterLook(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a afterArgs, withImg bool) (*mcp.CallToolResult, error) {
+	timing, err := settle(ctx, v, a, "")
+	if err != nil {
+		return nil, err
+	}
+	f, err := v.Shot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var body string
+	if s, err := v.See(ctx, f, nil); err == nil {
+		body = fmt.Sprintf("%s\n%s\n%s", f.Size(), frameLine(v, f), seeingText(s))
+	} else if rd, rerr := v.Read(ctx); rerr == nil {
+		body = readingText(v, rd, false)
+	} else {
+		body = fmt.Sprintf("%s\n%s\n(no element list: %v)", f.Size(), frameLine(v, f), err)
+	}
+	res.Content = append(res.Content, &mcp.TextContent{Text: timing + "\n" + body})
+	if withImg {
+		png, _, err := f.PNG(a.Scale)
+		if err != nil {
+			return nil, err
+		}
+		withImage(res, png)
+	}
+	return res, nil
+}
+
+// settle waits as afterAction does and answers its timing line.
+func settle(ctx context.Context, v *hostapi.VM, a afterArgs, user string) (string, error) {
+	start := time.Now()
+	limit := time.Duration(a.SettleMs) * time.Millisecond
+	if a.WaitWindow != "" {
+		w, err := v.WaitWindow(ctx, a.WaitWindow, false, user, limit)
+		if err != nil {
+			return "", err
+		}
+		if w.OK {
+			return fmt.Sprintf("timing: window %q after %.1f s", a.WaitWindow, w.Elapsed.Seconds()), nil
+		}
+		return fmt.Sprintf("timing: window %q not shown after %.1f s", a.WaitWindow, w.Elapsed.Seconds()), nil
+	}
+	s, err := v.WaitStill(ctx, 0, limit)
+	if err != nil {
+		return "", err
+	}
+	if !s.OK {
+		return fmt.Sprintf("timing: still changing after %.1f s", time.Since(start).Seconds()), nil
+	}
+	return fmt.Sprintf("timing: settled after %.1f s", s.Elapsed.Seconds()), nil
+}
