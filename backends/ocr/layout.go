@@ -225,7 +225,6 @@ func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 	return gs
 }
 
-
 // merge unites boxes that share a band and whose gap is at most limit(i, j)
 // and, when alike is set, that it finds alike; it answers the united boxes
 // sorted by Min.X, and the boxes each is made of.
