@@ -196,6 +196,7 @@ const (
 // after a highlighted item, or a label beside a button, stays apart.
 func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 	bs = slices.DeleteFunc(slices.Clone(bs), func(b image.Rectangle) bool { return b.Dy() > maxTextHeight || cursor(px, w, h, b) })
+	bs = accents(bs)
 	words, members := merge(bs, func(i, j int) int { return max(bs[i].Dy(), bs[j].Dy()) / 2 }, nil)
 	// A word space is about one character wide (monospace: exactly one
 	// cell), two or more part groups: the limit is twice the word's glyph
@@ -223,6 +224,42 @@ func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 		return gs[i].Min.X < gs[j].Min.X
 	})
 	return gs
+}
+
+// accents joins each small mark to the letter right under it (a breve, dots,
+// an accent: "й", "ё", "ü"). Over letters of x-height only ("выйти") such a
+// mark shares no rows with the word and would be lost, and "й" read as
+// "и". bs is sorted by Min.X.
+func accents(bs []image.Rectangle) []image.Rectangle {
+	out := slices.Clone(bs)
+	gone := make([]bool, len(out))
+	for i, m := range bs {
+		if m.Dy() > 3 || m.Dx() > 8 {
+			continue
+		}
+		// The nearest letter under the mark, overlapping it across.
+		best, bestGap := -1, 4
+		for j := sort.Search(len(bs), func(k int) bool { return bs[k].Min.X >= m.Min.X-8 }); j < len(bs) && bs[j].Min.X < m.Max.X; j++ {
+			c := bs[j]
+			if j == i || c.Dy() <= 3 || c.Max.X <= m.Min.X {
+				continue
+			}
+			if gap := c.Min.Y - m.Max.Y; gap >= 0 && gap < bestGap {
+				best, bestGap = j, gap
+			}
+		}
+		if best >= 0 {
+			out[best] = out[best].Union(m)
+			gone[i] = true
+		}
+	}
+	kept := out[:0]
+	for i, b := range out {
+		if !gone[i] {
+			kept = append(kept, b)
+		}
+	}
+	return kept
 }
 
 // merge unites boxes that share a band and whose gap is at most limit(i, j)
