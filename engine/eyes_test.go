@@ -239,17 +239,23 @@ func eyesOnTinyX(t *testing.T, srv *Server, cs *mcp.ClientSession, vmid int, fak
 		t.Fatalf("ui_screenshot names no frame: %q", out)
 	}
 	mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "xdotool search --name eyes-en windowmove 60 600"})
+	old := en
+	for deadline := time.Now().Add(20 * time.Second); en == old; time.Sleep(100 * time.Millisecond) { // the move lands
+		out = mustOK(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "user": "root", "window": "eyes-en", "timeout": 10})
+		if m := windowAt.FindStringSubmatch(out); m != nil {
+			en = image.Rect(atoi(t, m[1]), atoi(t, m[2]), atoi(t, m[1])+atoi(t, m[3]), atoi(t, m[2])+atoi(t, m[4]))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("xdotool windowmove did not move eyes-en: %q", out)
+		}
+	}
 	mustOK(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "timeout": 20})
-	target := cell(en, 0, 0, 5)
+	target := cell(old, 0, 0, 5)
 	mustRefuse(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": target.Min.X + 15, "y": target.Min.Y + 6, "frame": fm[1]}, "changed near")
 	if p := pointer(t, cs, vmid); p != before {
 		t.Errorf("a refused click moved the pointer from %v to %v", before, p)
 	}
 	mustOK(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": 1200, "y": 100, "frame": fm[1]})
-	out = mustOK(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "user": "root", "window": "eyes-en", "timeout": 10})
-	if m := windowAt.FindStringSubmatch(out); m != nil { // where the move put it
-		en = image.Rect(atoi(t, m[1]), atoi(t, m[2]), atoi(t, m[1])+atoi(t, m[3]), atoi(t, m[2])+atoi(t, m[4]))
-	}
 
 	// ui_see: the model's permille answer comes back in console pixels;
 	// the same frame again is served from cache (once the pointer, which X

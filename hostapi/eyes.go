@@ -323,39 +323,36 @@ type TextWait struct {
 	Reading Reading // the last reading
 }
 
-// WaitText reads the screen until label shows or timeout passes. Each look
-// after the first costs only the lines that changed.
+// WaitText reads the screen until label shows or timeout passes. A frame
+// is read only when it differs from the last one read, and then only its
+// changed lines cost recognition.
 func (v *VM) WaitText(ctx context.Context, label string, timeout time.Duration) (TextWait, error) {
 	if err := CheckLabel(label); err != nil {
 		return TextWait{}, err
 	}
+	r, err := v.ocr()
+	if err != nil {
+		return TextWait{}, err
+	}
 	start := time.Now()
 	deadline := start.Add(timeout)
-	var last Frame
+	var last Reading
 	for {
 		f, err := v.Shot(ctx)
 		if err != nil {
 			return TextWait{}, err
 		}
-		if last.Image == nil || significantChange(last.Image, f.Image) || time.Since(start) < sampleEvery {
-			last = f
-			r, err := v.ocr()
-			if err != nil {
+		if last.Frame.Image == nil || significantChange(last.Frame.Image, f.Image) {
+			if last, err = v.readFrame(ctx, r, f); err != nil {
 				return TextWait{}, err
 			}
-			rd, err := v.readFrame(ctx, r, f)
-			if err != nil {
-				return TextWait{}, err
-			}
-			s, err := FindText(rd.Page, label)
+			s, err := FindText(last.Page, label)
 			if err != nil || s != nil {
-				return TextWait{Spot: s, Elapsed: time.Since(start), Reading: rd}, err
+				return TextWait{Spot: s, Elapsed: time.Since(start), Reading: last}, err
 			}
-			if !time.Now().Before(deadline) {
-				return TextWait{Elapsed: time.Since(start), Reading: rd}, nil
-			}
-		} else if !time.Now().Before(deadline) {
-			return TextWait{Elapsed: time.Since(start)}, nil
+		}
+		if !time.Now().Before(deadline) {
+			return TextWait{Elapsed: time.Since(start), Reading: last}, nil
 		}
 		select {
 		case <-ctx.Done():
