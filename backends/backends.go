@@ -220,6 +220,58 @@ type Screen interface {
 	Wheel(ctx context.Context, x, y, steps int) error
 }
 
+// Physical benches: a machine behind a PiKVM or a BMC is one machine, not a
+// hypervisor; it serves Console (vmid is ignored: there is one screen),
+// Power and VirtualMedia as far as its controller can.
+
+// Power actions a physical bench may be asked for.
+const (
+	PowerOn      = "on"       // press power if off
+	PowerOff     = "off"      // graceful: ACPI / a short press
+	PowerOffHard = "off-hard" // hold power / ForceOff
+	PowerReset   = "reset"    // hard reset
+	PowerCycle   = "cycle"    // off, then on
+)
+
+// Power drives a physical machine's power.
+type Power interface {
+	// PowerState answers "on", "off" or "unknown".
+	PowerState(ctx context.Context) (string, error)
+	// Power performs one of the Power* actions; a controller busy with
+	// another action answers an error wrapping ErrBusy.
+	Power(ctx context.Context, action string) error
+}
+
+// MediaImage is an image a bench's virtual drive can present.
+type MediaImage struct {
+	Name string
+	Size int64
+}
+
+// MediaState is what the bench's virtual drive presents now.
+type MediaState struct {
+	Connected bool
+	Image     string // "" when none is selected
+	Mode      string // "cd" | "flash"
+}
+
+// MediaMount asks a bench to present an image: one already on the device
+// (Image, a name from MediaList) or one fetched first from URL.
+type MediaMount struct {
+	Image    string
+	URL      string
+	Mode     string // "cd" (default) | "flash"
+	BootOnce bool   // boot from it at the next start (where the controller can)
+}
+
+// VirtualMedia presents disk images to a physical machine.
+type VirtualMedia interface {
+	MediaList(ctx context.Context) ([]MediaImage, MediaState, error)
+	MediaMount(ctx context.Context, m MediaMount) error
+	// MediaEject disconnects the drive; ejecting an empty drive succeeds.
+	MediaEject(ctx context.Context) error
+}
+
 // Screendumper takes a screenshot on the hypervisor side (QMP screendump):
 // slower than a live frame, but independent of the console connection.
 type Screendumper interface {
@@ -230,6 +282,10 @@ type Screendumper interface {
 var (
 	ErrNotFound        = errors.New("not found")
 	ErrAgentNotRunning = errors.New("guest agent is not running")
+	// ErrBusy: the controller is busy with another operation (kvmd's 409).
+	ErrBusy = errors.New("busy")
+	// ErrNoSignal: a physical console shows nothing (no video signal).
+	ErrNoSignal = errors.New("no video signal")
 	// ErrAgentDisabled: the VM has no guest agent channel at all (Proxmox's
 	// agent option off); unlike ErrAgentNotRunning, waiting will not help.
 	ErrAgentDisabled = errors.New("the VM has no guest agent configured")

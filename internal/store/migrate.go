@@ -1,0 +1,56 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations[i] takes the schema from user_version i to i+1. Append only:
+// a shipped entry is never edited, since files already carry its result.
+// Times are UTC unix nanoseconds (INTEGER), never text.
+var migrations = []string{
+	// 1: leases of physical benches. A row whose until_ns has passed is a
+	// free bench; such rows are deleted by the next write that sees them.
+	`CREATE TABLE lease (
+		bench    TEXT PRIMARY KEY,
+		holder   TEXT NOT NULL,
+		since_ns INTEGER NOT NULL,
+		until_ns INTEGER NOT NULL
+	) STRICT`,
+}
+
+// SchemaVersion is the user_version this poligon writes.
+func SchemaVersion() int { return len(migrations) }
+
+// VersionError is a store whose schema is newer than this poligon knows.
+type VersionError struct {
+	Have, Know int
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("its schema is version %d, this poligon knows versions up to %d", e.Have, e.Know)
+}
+
+// migrate applies the migrations the file lacks, inside tx, so the schema
+// and its version change together or not at all.
+func migrate(ctx context.Context, tx *sql.Tx, ms []string) error {
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v > len(ms) {
+		return &VersionError{Have: v, Know: len(ms)}
+	}
+	for i := v; i < len(ms); i++ {
+		if _, err := tx.ExecContext(ctx, ms[i]); err != nil {
+			return fmt.Errorf("schema migration %d: %w", i+1, err)
+		}
+	}
+	if v == len(ms) {
+		return nil
+	}
+	// PRAGMA takes no bound parameters; len(ms) is ours, not input.
+	_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(ms)))
+	return err
+}
