@@ -39,9 +39,12 @@ type Config struct {
 	// auto (KVM when a probe guest runs under it, else TCG), kvm or tcg.
 	Accel string `toml:"accel"`
 
-	DefaultBench string  `toml:"default_bench"`
-	Benches      []Bench `toml:"bench"`
-	Tokens       []Token `toml:"token"`
+	DefaultBench string    `toml:"default_bench"`
+	Benches      []Bench   `toml:"bench"`
+	Storages     []Storage `toml:"storage"`
+	// DryRun makes every physical bench a dry run.
+	DryRun bool    `toml:"dry_run"`
+	Tokens []Token `toml:"token"`
 
 	Server Server `toml:"server"`
 	Limits Limits `toml:"limits"`
@@ -58,7 +61,8 @@ type Config struct {
 	// File is the config file read, "" when none.
 	File string `toml:"-"`
 
-	fileBenches bool // the file lists benches: no implicit local bench
+	fileBenches bool    // the file lists benches: no implicit local bench
+	envProblems []error // variables that could not be read
 }
 
 // Bench is one place to run VMs: the local QEMU backend or a Proxmox VE
@@ -79,6 +83,47 @@ type Bench struct {
 	CAFile    string `toml:"ca_file"`    // else SSL_CERT_FILE / SSL_CERT_DIR / the system store
 	BackendID string `toml:"backend_id"` // aliases of one cluster share caches and locks
 	Storage   string `toml:"storage"`
+
+	// pikvm, bmc (megarac: a bmc of that dialect): one physical machine.
+	// api is the controller's https:// URL; the password (and a TOTP
+	// secret) come from an environment variable or a file, never from here.
+	User         string `toml:"user"`
+	PasswordEnv  string `toml:"password_env"`
+	PasswordFile string `toml:"password_file"`
+	TOTPEnv      string `toml:"totp_env"`   // pikvm with 2FA: the TOTP secret
+	TOTPFile     string `toml:"totp_file"`  //
+	PinSHA256    string `toml:"pin_sha256"` // the controller's certificate, when no CA signs it
+	Dialect      string `toml:"dialect"`    // bmc: redfish (default), megarac, idrac, supermicro
+	// Rental: tools need the caller's lease (bench_lease).
+	Rental bool `toml:"rental"`
+	// KeyEnv names the variable holding the bench key (X-Bench-Key over
+	// HTTP; POLIGON_MCP_COMMON_KEY serves every bench without one).
+	KeyEnv string `toml:"key_env"`
+	// Allow is what the operator allows on the machine: hid (keyboard and
+	// mouse), power, media. Default: hid only.
+	Allow []string `toml:"allow"`
+	// DryRun: power and media actions (and HID input) are logged and
+	// skipped. Approval: "" none, "confirm" (confirm=true), "ask" (the
+	// human through MCP elicitation; confirm=true where the client cannot).
+	DryRun   bool   `toml:"dry_run"`
+	Approval string `toml:"approval"`
+
+	Password Secret `toml:"-"`
+	TOTP     Secret `toml:"-"`
+	Key      Secret `toml:"-"`
+}
+
+// Physical reports whether the bench is one physical machine.
+func (b Bench) Physical() bool { return b.Type == "pikvm" || b.Type == "bmc" || b.Type == "megarac" }
+
+// Storage is a place install images live: a named NFS/CIFS share, an HTTP
+// mirror or an ISO pool (storage_list; bench_media's source).
+type Storage struct {
+	Name        string `toml:"name"`
+	Type        string `toml:"type"` // nfs | cifs | http | iso-pool
+	Address     string `toml:"address"`
+	User        string `toml:"user"`
+	Description string `toml:"description"`
 }
 
 // Token maps an HTTP bearer token to an owner (local benches). Give the
@@ -254,6 +299,7 @@ func (c *Config) applyEnv(env func(string) string) {
 		c.Source["POLIGON_MCP_ALLOWED_HOSTS"] = "env"
 	}
 	c.applyModelEnv(env)
+	c.applyBenchEnv(env)
 	if v := env("PVE_API"); v != "" {
 		// The manual's single-cluster setup: PVE_API (+ PVE_TOKEN in stdio mode)
 		// adds a bench named pve.
@@ -305,6 +351,81 @@ func (c *Config) applyModelEnv(env func(string) string) {
 	c.Grounding.Key = resolveKey(c.Grounding, "PV_AI_GROUND_KEY", env)
 }
 
+// applyBenchEnv reads the manual's POLIGON_MCP_STANDS and
+// POLIGON_MCP_STORAGES (JSON arrays) and resolves the physical benches'
+// secrets from their variables and files.
+func (c *Config) applyBenchEnv(env func(string) string) {
+	if v := env("POLIGON_MCP_STANDS"); v != "" {
+		var stands []struct {
+			Name        string `json:"name"`
+			Type        string `json:"type"`
+			API         string `json:"api"`
+			Token       string `json:"token"` // pve: the API token; pikvm, megarac: user:password
+			BackendID   string `json:"backend_id"`
+			Description string `json:"description"`
+			Rental      bool   `json:"rental"`
+		}
+		if err := json.Unmarshal([]byte(v), &stands); err != nil {
+			c.envProblems = append(c.envProblems, fmt.Errorf("POLIGON_MCP_STANDS is not a JSON array of {name, type, api, token?}: %v", err))
+		}
+		for _, st := range stands {
+			b := Bench{Name: st.Name, Type: st.Type, API: st.API, BackendID: st.BackendID, Description: st.Description, Rental: st.Rental}
+			if b.Type == "pve" {
+				b.Token = Secret(st.Token)
+			} else if user, pw, ok := strings.Cut(st.Token, ":"); ok {
+				b.User, b.Password = user, Secret(pw)
+			}
+			c.Benches = append(c.Benches, b)
+		}
+		c.fileBenches = c.fileBenches || len(stands) > 0
+		c.Source["POLIGON_MCP_STANDS"] = "env"
+	}
+	if v := env("POLIGON_MCP_STORAGES"); v != "" {
+		var st []Storage
+		dec := json.NewDecoder(strings.NewReader(v))
+		if err := dec.Decode(&st); err != nil {
+			c.envProblems = append(c.envProblems, fmt.Errorf("POLIGON_MCP_STORAGES is not a JSON array of {name, type, address, user?, description?}: %v", err))
+		}
+		c.Storages = append(c.Storages, st...)
+		c.Source["POLIGON_MCP_STORAGES"] = "env"
+	}
+	if v := env("POLIGON_DRY_RUN"); v == "1" || v == "true" {
+		c.DryRun = true
+		c.Source["POLIGON_DRY_RUN"] = "env"
+	}
+	common := Secret(env("POLIGON_MCP_COMMON_KEY"))
+	for i := range c.Benches {
+		b := &c.Benches[i]
+		if !b.Physical() {
+			continue
+		}
+		if b.Password == "" {
+			b.Password = secretFrom(b.PasswordEnv, b.PasswordFile, env)
+		}
+		b.TOTP = secretFrom(b.TOTPEnv, b.TOTPFile, env)
+		b.Key = secretFrom(b.KeyEnv, "", env)
+		if b.Key == "" {
+			b.Key = common
+		}
+	}
+}
+
+// secretFrom reads a secret from a variable or a file (Check reports a
+// file that cannot be read).
+func secretFrom(name, file string, env func(string) string) Secret {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return ""
+		}
+		return Secret(strings.TrimSpace(string(b)))
+	}
+	if name == "" {
+		return ""
+	}
+	return Secret(env(name))
+}
+
 // resolveKey reads a model's key from its variable or file; a file that
 // cannot be read is Check's problem to report.
 func resolveKey(m Model, defaultEnv string, env func(string) string) Secret {
@@ -354,6 +475,18 @@ func (c *Config) applyDefaults() {
 		}
 		if b.Type == "qemu" && b.Accel == "" {
 			b.Accel = c.Accel
+		}
+		if b.Type == "megarac" { // the manual's name for a MegaRAC BMC
+			b.Type, b.Dialect = "bmc", "megarac"
+		}
+		if b.Type == "bmc" && b.Dialect == "" {
+			b.Dialect = "redfish"
+		}
+		if b.Physical() && b.Allow == nil {
+			b.Allow = []string{"hid"}
+		}
+		if b.Physical() && c.DryRun {
+			b.DryRun = true
 		}
 	}
 	if c.DefaultBench == "" {
@@ -475,8 +608,10 @@ func (c *Config) Check() []error {
 					bad("%s: ca_file: %v", where, err)
 				}
 			}
+		case "pikvm", "bmc":
+			problems = append(problems, checkPhysical(where, b)...)
 		default:
-			bad("%s: type must be qemu or pve (got %q)", where, b.Type)
+			bad("%s: type must be qemu, pve, pikvm, bmc or megarac (got %q)", where, b.Type)
 		}
 	}
 	if !names[c.DefaultBench] {
@@ -529,6 +664,87 @@ func (c *Config) Check() []error {
 		bad("limits.script_memory_mb %d: at least 16", c.Limits.ScriptMemoryMB)
 	}
 	problems = append(problems, c.checkEyes()...)
+	problems = append(problems, c.envProblems...)
+	names = map[string]bool{}
+	for i, st := range c.Storages {
+		where := fmt.Sprintf("storage[%d]", i)
+		switch {
+		case !benchName.MatchString(st.Name):
+			bad("%s: name must match %s", where, benchName)
+		case names[st.Name]:
+			bad("storage %q: the name is used twice", st.Name)
+		}
+		names[st.Name] = true
+		switch st.Type {
+		case "nfs", "cifs", "http", "iso-pool":
+		default:
+			bad("storage %q: type must be nfs, cifs, http or iso-pool (got %q)", st.Name, st.Type)
+		}
+		if st.Type == "http" && !strings.HasPrefix(st.Address, "http://") && !strings.HasPrefix(st.Address, "https://") {
+			bad("storage %q: an http storage's address is an http(s):// URL", st.Name)
+		}
+	}
+	return problems
+}
+
+var pinSHA256 = regexp.MustCompile(`^([0-9a-fA-F]{2}:?){31}[0-9a-fA-F]{2}$`)
+
+// checkPhysical checks a pikvm or bmc bench. Problems name the key at
+// fault, never a secret's value.
+func checkPhysical(where string, b Bench) []error {
+	var problems []error
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	if !strings.HasPrefix(b.API, "https://") {
+		bad("%s: api must be the controller's https:// URL", where)
+	}
+	if b.User == "" {
+		bad("%s: user is missing", where)
+	}
+	switch {
+	case b.PasswordFile != "":
+		if _, err := os.ReadFile(b.PasswordFile); err != nil {
+			bad("%s: password_file: %v", where, err)
+		}
+	case b.Password == "" && b.PasswordEnv != "":
+		bad("%s: the variable %s (password_env) is empty", where, b.PasswordEnv)
+	case b.Password == "":
+		bad("%s: no password: set password_env or password_file", where)
+	}
+	if b.TOTPFile != "" {
+		if _, err := os.ReadFile(b.TOTPFile); err != nil {
+			bad("%s: totp_file: %v", where, err)
+		}
+	}
+	if b.PinSHA256 != "" && !pinSHA256.MatchString(b.PinSHA256) {
+		bad("%s: pin_sha256 is the certificate's SHA-256: 64 hex digits (colons allowed)", where)
+	}
+	if b.CAFile != "" {
+		if _, err := os.Stat(b.CAFile); err != nil {
+			bad("%s: ca_file: %v", where, err)
+		}
+	}
+	for _, a := range b.Allow {
+		if a != "hid" && a != "power" && a != "media" {
+			bad("%s: allow %q: use hid, power and media", where, a)
+		}
+	}
+	switch b.Approval {
+	case "", "confirm", "ask":
+	default:
+		bad("%s: approval %q: use confirm or ask (or leave it out)", where, b.Approval)
+	}
+	if b.Type == "bmc" {
+		switch b.Dialect {
+		case "redfish", "megarac", "ami", "idrac", "dell", "supermicro":
+		default:
+			bad("%s: dialect %q: use redfish, megarac, idrac or supermicro", where, b.Dialect)
+		}
+	} else if b.Dialect != "" {
+		bad("%s: dialect is for type bmc", where)
+	}
+	if b.Accel != "" || b.DataDir != "" {
+		bad("%s: accel and data_dir are for type qemu", where)
+	}
 	return problems
 }
 

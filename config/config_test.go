@@ -124,7 +124,7 @@ bind = "nonsense"
 		`bench "Bad Name": name must match`,
 		`bench "p": api must be an https:// URL`,
 		`bench "p": token must look like user@realm!tokenid=secret`,
-		`bench "x": type must be qemu or pve`,
+		`bench "x": type must be qemu, pve, pikvm, bmc or megarac`,
 		`default_bench "nosuch" is not a configured bench`,
 		`token[0]: owner must be lowercase letters and digits`,
 		`server.bind "nonsense"`,
@@ -153,6 +153,68 @@ func TestPVEFromEnvironment(t *testing.T) {
 	b, ok := c.Bench("")
 	if !ok || b.Name != "pve" || b.Token.Reveal() != "u@pve!t=secret-secret" || len(c.Benches) != 2 {
 		t.Fatalf("PVE_API bench: %+v", c.Benches)
+	}
+}
+
+func TestPhysicalBenches(t *testing.T) {
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "bmc-pw")
+	os.WriteFile(pwFile, []byte("bmc-Secret-77\n"), 0o600)
+	c, problems := load(t, `
+[[bench]]
+name = "kvm1"
+type = "pikvm"
+api = "https://kvm1.lab"
+user = "admin"
+password_env = "KVM1_PW"
+rental = true
+allow = ["hid", "power"]
+approval = "ask"
+[[bench]]
+name = "srv2"
+type = "megarac"
+api = "https://srv2-bmc.lab"
+user = "root"
+password_file = "`+pwFile+`"
+[[storage]]
+name = "mirror"
+type = "http"
+address = "https://mirror.lab/iso"
+`, map[string]string{"KVM1_PW": "kvm-Secret-42", "POLIGON_MCP_COMMON_KEY": "common-key-123456"})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	kvm, _ := c.Bench("kvm1")
+	srv, _ := c.Bench("srv2")
+	if kvm.Password.Reveal() != "kvm-Secret-42" || !kvm.Rental || kvm.Key.Reveal() != "common-key-123456" || len(kvm.Allow) != 2 {
+		t.Errorf("kvm1 = %+v", kvm)
+	}
+	if srv.Type != "bmc" || srv.Dialect != "megarac" || srv.Password.Reveal() != "bmc-Secret-77" || strings.Join(srv.Allow, ",") != "hid" {
+		t.Errorf("srv2 = %+v", srv)
+	}
+	if len(c.Storages) != 1 || c.Storages[0].Address != "https://mirror.lab/iso" {
+		t.Errorf("storages = %+v", c.Storages)
+	}
+	if strings.Contains(fmt.Sprintf("%+v %#v", kvm, srv), "Secret-") {
+		t.Errorf("a bench prints its password")
+	}
+
+	// The manual's variables, and the problems of a bad physical bench.
+	c, problems = load(t, "", map[string]string{
+		"POLIGON_MCP_STANDS":   `[{"name":"kvm2","type":"pikvm","api":"https://kvm2.lab","token":"admin:kvm2-Secret"},{"name":"bad","type":"pikvm","api":"http://x"}]`,
+		"POLIGON_MCP_STORAGES": `[{"name":"nfs1","type":"nfs","address":"nfs.lab:/iso"}]`,
+	})
+	text := fmt.Sprint(problems)
+	for _, want := range []string{`bench "bad": api must be the controller's https:// URL`, `bench "bad": user is missing`, `bench "bad": no password`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing problem %q in %s", want, text)
+		}
+	}
+	if k, _ := c.Bench("kvm2"); k.User != "admin" || k.Password.Reveal() != "kvm2-Secret" || len(c.Storages) != 1 {
+		t.Errorf("POLIGON_MCP_STANDS: %+v, storages %+v", k, c.Storages)
+	}
+	if strings.Contains(text, "Secret") {
+		t.Errorf("a problem quotes a secret: %s", text)
 	}
 }
 

@@ -43,6 +43,12 @@ var policies = map[string]toolPolicy{
 	"vm_file_read":      {readOnlyClass, true, false, "reads a file through the guest agent"},
 	"ui_wait_for":       {readOnlyClass, true, false, "polls the screen or the window list; installs nothing (the hint says how)"},
 	"ui_read":           {readOnlyClass, true, false, "reads the screen's text by OCR, on this server"},
+	"bench_status":      {readOnlyClass, true, false, "lists the benches, their leases and power states"},
+	"storage_list":      {readOnlyClass, true, false, "lists the configured storages"},
+	"bench_lease":       {additiveClass, false, false, "takes or extends a lease: nothing is lost"},
+	"bench_release":     {additiveClass, true, false, "ends the caller's own lease"},
+	"bench_power":       {destructiveClass, false, false, "powers a physical machine off or resets it"},
+	"bench_media":       {destructiveClass, false, false, "swaps the installer media under a machine that may be reading it"},
 
 	"vm_clone":       {additiveClass, true, false, "adds a VM; a name that exists is refused"},
 	"vm_create_iso":  {additiveClass, true, false, "adds a VM with empty disks; a name that exists is refused"},

@@ -60,8 +60,14 @@ func callerFromHeader(cfg *config.Config, h http.Header) (caller, error) {
 		}
 		c.creds.Owner, c.id = owner, owner
 	}
-	if c.creds.Owner == "" && c.creds.Token == "" {
-		return c, hostapi.Failf("send Authorization: Bearer <token> (local benches) or X-PVE-Token: user@realm!tokenid=secret (Proxmox benches)",
+	if key := strings.TrimSpace(h.Get("X-Bench-Key")); key != "" {
+		c.creds.BenchKey = config.Secret(key)
+		if c.id == "" {
+			c.id = "(a bench key)"
+		}
+	}
+	if c.creds.Owner == "" && c.creds.Token == "" && c.creds.BenchKey == "" {
+		return c, hostapi.Failf("send Authorization: Bearer <token> (local benches), X-PVE-Token: user@realm!tokenid=secret (Proxmox benches) or X-Bench-Key (a physical bench)",
 			"no credential: calls over HTTP must carry one")
 	}
 	return c, nil

@@ -6,6 +6,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/engine/catalog"
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/store"
 )
 
 // Version is set by the build (-ldflags -X).
@@ -117,6 +119,15 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
+	if cfg.StateDir != "" && hasPhysical(cfg) {
+		// Leases live in the store other poligon processes share.
+		st, err := store.Open(cfg.StateDir)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.env.Leases = st
+	}
 	s.audit = audit
 	s.metrics = newMetrics(s)
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "poligon", Version: Version}, &mcp.ServerOptions{
@@ -136,6 +147,16 @@ const instructions = `poligon gives you disposable VMs to reproduce bugs on. Clo
 	`start it (vm_start, vm_wait_boot), run commands (vm_exec, vm_run for long ones), drive its screen (ui_screenshot, ` +
 	`ui_type, ui_key, ui_click) and destroy it when done (vm_destroy). Only VMs named <owner>-repro-* are yours. ` +
 	`Waits are capped at 50 s: when an answer says "call again" or names a upid, call again.`
+
+// hasPhysical reports whether a bench of the config is a physical machine.
+func hasPhysical(cfg *config.Config) bool {
+	for _, b := range cfg.Benches {
+		if b.Physical() {
+			return true
+		}
+	}
+	return false
+}
 
 // quieter drops a handler's records below a level.
 type quieter struct {
@@ -310,6 +331,12 @@ func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, re
 	rec.Owner = who.Owner()
 	who.WithProgress(progressTo(ctx, req))
 	res, err := t.Handle(ctx, &Call{Tool: t, Caller: who, Args: args, Request: req, Server: s})
+	var dry *hostapi.DryRun
+	if errors.As(err, &dry) {
+		// A dry-run bench logs what it skipped; the answer says so.
+		s.log.Info("dry run", "tool", t.Name, "bench", benchName, "skipped", dry.What)
+		return text("dry run: %s was logged and not done", dry.What), nil
+	}
 	if err != nil {
 		// A backend's failure is still the model's to read: as a Go error it
 		// would only see "internal error".
@@ -379,6 +406,9 @@ func (s *Server) Close() error {
 	}
 	if s.scripts != nil {
 		s.scripts.Close()
+	}
+	if s.env.Leases != nil {
+		s.env.Leases.Close()
 	}
 	return nil
 }

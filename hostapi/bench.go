@@ -16,6 +16,10 @@ type Credentials struct {
 	// Remote: the call came over HTTP, so no token from the server's config
 	// stands in for one the caller did not send.
 	Remote bool
+	// BenchKey is a physical bench's key (X-Bench-Key): it authorizes the
+	// bench, not a person; a caller with the key alone is the key's
+	// principal.
+	BenchKey config.Secret
 }
 
 // Bench is one configured place to run VMs, as a caller reaches it. The

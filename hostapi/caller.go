@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/internal/store"
 )
 
 // Env is what every caller of the process shares. It is set up once at
@@ -32,6 +33,9 @@ type Env struct {
 	// Eyes read the screen: OCR and the vision and grounding models. Nil:
 	// none (screen reading answers that it is not set up).
 	Eyes *Eyes
+
+	// Leases of physical benches; nil: none can be taken (no state_dir).
+	Leases *store.Store
 
 	frames frameLog // the frames answers showed, for the stale-frame guard
 }
@@ -155,6 +159,9 @@ const notFoundHint = "vm_list_my_vms lists your VMs; only <owner>-repro-* VMs ca
 // readOwned reads a VM afresh from the backend (lists may lag; ownership
 // must not) and refuses it unless it is the caller's.
 func (c *Caller) readOwned(ctx context.Context, vmid int) (backends.VM, error) {
+	if m, ok := c.machine(); ok {
+		return c.readMachine(ctx, vmid, m)
+	}
 	lc, err := c.lifecycle()
 	if err != nil {
 		return backends.VM{}, err

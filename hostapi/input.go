@@ -18,8 +18,16 @@ func inputBudget(textLen int) time.Duration {
 	return 30*time.Second + time.Duration(textLen)*50*time.Millisecond
 }
 
-// input runs fn on the VM's console under its lock.
-func (v *VM) input(ctx context.Context, budget time.Duration, fn func(context.Context, backends.Screen) error) error {
+// input runs fn on the VM's console under its lock, once the bench's gates
+// allow its effect (what names it in a refusal).
+func (v *VM) input(ctx context.Context, budget time.Duration, effect, what string, fn func(context.Context, backends.Screen) error) error {
+	if m, ok := v.c.machine(); ok && effect == EffectPower && m.Approval != "" && m.Allow[EffectPower] {
+		// Keys cannot carry a confirmation: the action goes where it can.
+		return Failf("use bench_power, where a power action can be confirmed", "%s is a power action on bench %s, which asks for approval", what, m.Bench)
+	}
+	if err := v.gate(effect, what, Consent{}); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	s, err := v.screen(ctx)
@@ -43,14 +51,14 @@ func (v *VM) Type(ctx context.Context, text string) error {
 	if len(text) > MaxTypeLen {
 		return Failf("write long text into a file with vm_file_write instead", "text is %d bytes, at most %d", len(text), MaxTypeLen)
 	}
-	return v.input(ctx, inputBudget(len(text)), func(ctx context.Context, s backends.Screen) error {
+	return v.input(ctx, inputBudget(len(text)), EffectHID, "typing", func(ctx context.Context, s backends.Screen) error {
 		return inputError(s.Type(ctx, text), "only characters of the US keyboard layout can be typed; \\n is Enter, \\t is Tab")
 	})
 }
 
 // Press presses a key or combination by qemu sendkey name.
 func (v *VM) Press(ctx context.Context, key string) error {
-	return v.input(ctx, inputBudget(0), func(ctx context.Context, s backends.Screen) error {
+	return v.input(ctx, inputBudget(0), keyEffect(key), "key "+key, func(ctx context.Context, s backends.Screen) error {
 		return inputError(s.Key(ctx, key), "key names are qemu sendkey names joined by -: ret, tab, esc, spc, backspace, up, f2, ctrl-c, alt-f2, ctrl-alt-f2")
 	})
 }
@@ -107,7 +115,7 @@ func (v *VM) Click(ctx context.Context, x, y int, button string, count int, sinc
 	if count < 1 || count > 3 {
 		return Failf("count is 1 (click), 2 (double click) or 3", "count %d is out of range", count)
 	}
-	return v.input(ctx, inputBudget(0), func(ctx context.Context, s backends.Screen) error {
+	return v.input(ctx, inputBudget(0), EffectHID, "a click", func(ctx context.Context, s backends.Screen) error {
 		if err := v.checkPoint(ctx, s, since, [2]int{x, y}); err != nil {
 			return err
 		}
@@ -118,7 +126,7 @@ func (v *VM) Click(ctx context.Context, x, y int, button string, count int, sinc
 // Move moves the pointer; since guards the point as Click does (a hover
 // can open a menu).
 func (v *VM) Move(ctx context.Context, x, y int, since string) error {
-	return v.input(ctx, inputBudget(0), func(ctx context.Context, s backends.Screen) error {
+	return v.input(ctx, inputBudget(0), EffectHID, "a pointer move", func(ctx context.Context, s backends.Screen) error {
 		if err := v.checkPoint(ctx, s, since, [2]int{x, y}); err != nil {
 			return err
 		}
@@ -129,7 +137,7 @@ func (v *VM) Move(ctx context.Context, x, y int, since string) error {
 // Drag drags with the left button from x1,y1 to x2,y2; since guards both
 // ends as Click does.
 func (v *VM) Drag(ctx context.Context, x1, y1, x2, y2 int, since string) error {
-	return v.input(ctx, inputBudget(0), func(ctx context.Context, s backends.Screen) error {
+	return v.input(ctx, inputBudget(0), EffectHID, "a drag", func(ctx context.Context, s backends.Screen) error {
 		if err := v.checkPoint(ctx, s, since, [2]int{x1, y1}, [2]int{x2, y2}); err != nil {
 			return err
 		}

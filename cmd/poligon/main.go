@@ -7,6 +7,7 @@
 //	poligon replay TRANSCRIPT                  re-run a script against a recorded run
 //	poligon config check                       the effective config, secrets masked
 //	poligon image tiny|tiny-x                  build a template from Debian packages
+//	poligon bench status|lease|power|media ... the physical benches' tools
 //	poligon version
 //	poligon --healthcheck URL                  exit 0 when URL answers 2xx
 package main
@@ -29,6 +30,7 @@ Usage:
   poligon replay TRANSCRIPT                       re-run a script against a recorded run, no machine needed
   poligon config check                            print the effective config (secrets masked) and its problems
   poligon image tiny|tiny-x [DATA_DIR]            build a template from Debian packages
+  poligon bench status|lease|release|power|media  physical benches: leases, power, virtual media
   poligon version                                 print the version
   poligon --healthcheck URL                       exit 0 when URL answers 2xx (container health checks)
 
@@ -66,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = configCmd(rest, stdout, stderr)
 	case "image":
 		err = image(ctx, rest, stdout, stderr)
+	case "bench":
+		err = benchCmd(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionLine())
 	case "help", "-h", "--help":

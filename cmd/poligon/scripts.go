@@ -15,7 +15,6 @@ import (
 	"github.com/poligon/poligon/engine"
 	"github.com/poligon/poligon/engine/catalog"
 	"github.com/poligon/poligon/hostapi"
-	"github.com/poligon/poligon/internal/benches"
 )
 
 // runScript: poligon run SCRIPT (--vm N | --template T) [--param k=v ...]
@@ -55,16 +54,11 @@ func runScript(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log := newLogger(stderr, "warn")
-	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
+	srv, closeSrv, err := openServer(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeEyes()
-	srv, err := engine.New(cfg, engine.Options{Logger: log, OpenBench: openBench(benches.NewRoot()), Eyes: eyes})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
+	defer closeSrv()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()

@@ -104,16 +104,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *stdio {
 		transport = "stdio"
 	}
-	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
+	srv, closeSrv, err := openServer(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeEyes()
-	srv, err := engine.New(cfg, engine.Options{Logger: log, OpenBench: openBench(benches.NewRoot()), Eyes: eyes})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
+	defer closeSrv()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := srv.LoadScripts(ctx); err != nil {
@@ -137,9 +132,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		eyesArgs = append(eyesArgs, k, report[k])
 	}
 	log.Info("eyes", eyesArgs...)
-	if eyes.OCR != nil {
+	if e := srv.Env().Eyes; e != nil && e.OCR != nil {
 		// The engines start now, not on the first ui_read.
-		go eyes.OCR.Check()
+		go e.OCR.Check()
 	}
 	for _, p := range srv.Problems() {
 		log.Warn("not ready", "problem", p)
@@ -209,6 +204,21 @@ func healthcheck(args []string, stderr io.Writer) error {
 
 // openBench is the composition root's (internal/benches): the one place
 // the binary learns its backends.
+// openServer makes the server every command runs on: the config's benches
+// through the composition root, and its eyes. close releases both.
+func openServer(cfg *config.Config, log *slog.Logger) (*engine.Server, func(), error) {
+	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := engine.New(cfg, engine.Options{Logger: log, OpenBench: openBench(benches.NewRoot()), Eyes: eyes})
+	if err != nil {
+		closeEyes()
+		return nil, nil, err
+	}
+	return srv, func() { srv.Close(); closeEyes() }, nil
+}
+
 func openBench(root *benches.Root) func(config.Bench, *slog.Logger) (engine.Bench, error) {
 	return func(bc config.Bench, log *slog.Logger) (engine.Bench, error) {
 		b, err := root.Open(bc, log)

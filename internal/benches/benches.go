@@ -54,6 +54,8 @@ func (r *Root) Open(bc config.Bench, log *slog.Logger) (Bench, error) {
 		return openLocal(bc, log)
 	case "pve":
 		return openPVE(bc, r.cluster(bc), log)
+	case "pikvm", "bmc":
+		return openPhysical(bc)
 	}
 	return nil, fmt.Errorf("unknown bench type %q", bc.Type)
 }

@@ -45,6 +45,9 @@ var runs = []run{
 	{"./engine", "BenchmarkHotReload", "20x"},
 	{"./backends/ocr", "BenchmarkTinyXFrame", "5x"},
 	{"./hostapi", "BenchmarkSee", "200x"},
+	{"./backends/bmc", "BenchmarkPowerResetToAgent", "3x"},
+	{"./backends/pikvm", "BenchmarkKVMType", "1x"},
+	{"./backends/pikvm", "BenchmarkKVMScreenshot", "20x"},
 }
 
 // figure is one line of the report: a metric a benchmark reported, how to
@@ -113,6 +116,12 @@ var figures = []figure{
 	{"ui_see uncached, over the model call, p50", "BenchmarkSee", "overhead-p50-ms", " ms", target{"<=", 30}, nil},
 	{"ui_click_label through OCR, end to end, p50", "BenchmarkTinyVM/click_label", "p50-ms", " ms", target{},
 		[]string{"p99-ms"}},
+	{"bench_power reset to the guest agent, Redfish fake (MegaRAC)", "BenchmarkPowerResetToAgent/megarac", "s/reset-to-agent", " s", target{},
+		[]string{"ms/reset-call"}},
+	{"typing through the kvmd fake: intact chars/s", "BenchmarkKVMType/default-12ms", "intact-chars/s", "/s", target{">=", 30}, nil},
+	{"typing through the kvmd fake: chars lost", "BenchmarkKVMType/default-12ms", "lost-chars/op", "", target{"==", 0}, nil},
+	{"PiKVM screenshot (frame + PNG) / raw snapshot GET", "BenchmarkKVMScreenshot/static", "frame+png/get", "x", target{"<=", 1.2},
+		[]string{"frame/get", "get-ms", "frame+png-ms"}},
 }
 
 func main() {

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/engine"
+)
+
+const benchUsage = `usage: poligon bench VERB [args] [flags]
+
+  status                          the benches, who holds them, the power of physical machines
+  lease BENCH MINUTES             lease a bench (extends your own)
+  release BENCH                   release your lease
+  power BENCH status|on|off|off-hard|reset|cycle [--confirm]
+  media BENCH list [--filter S] | mount (--image NAME | --storage S --path P) [--mode cd|flash] [--boot] [--confirm] | eject [--confirm]
+
+The same tools an agent calls (bench_status, bench_lease, ...), run in this process as the config's owner.
+`
+
+// benchCmd: poligon bench VERB ..., the bench tools for a QA engineer at a
+// terminal, through the same tool handlers an MCP client reaches.
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, benchUsage)
+		return exitError(2)
+	}
+	verb, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("bench "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, benchUsage) }
+	var cf configFlags
+	cf.register(fs)
+	confirm := fs.Bool("confirm", false, "confirm a power or media action on a bench that asks for it")
+	filter := fs.String("filter", "", "media list: only names containing this")
+	image := fs.String("image", "", "media mount: an image on the device")
+	storage := fs.String("storage", "", "media mount: an http storage to fetch the image from")
+	path := fs.String("path", "", "media mount: the image's path under the storage")
+	mode := fs.String("mode", "", "media mount: cd or flash")
+	boot := fs.Bool("boot", false, "media mount: boot from it once")
+	var pos []string
+	for len(rest) > 0 { // positional arguments may come before, between or after flags
+		if err := fs.Parse(rest); err != nil {
+			return exitError(2)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, rest = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	tool, targs, ok := benchCall(verb, pos)
+	if !ok {
+		fs.Usage()
+		return exitError(2)
+	}
+	for k, v := range map[string]any{"confirm": *confirm, "filter": *filter, "image": *image, "storage": *storage, "path": *path, "mode": *mode, "boot": *boot} {
+		if v == false || v == "" {
+			continue // not given
+		}
+		if !(tool == "bench_media" || tool == "bench_power" && k == "confirm") {
+			fmt.Fprintf(stderr, "error: --%s is not for bench %s\n", k, verb)
+			return exitError(2)
+		}
+		targs[k] = v
+	}
+	cfg, err := cf.load(stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, "warn")
+	srv, closeSrv, err := openServer(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeSrv()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.MCP().Connect(ctx, st, nil)
+	if err != nil {
+		return err
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "poligon-bench", Version: engine.Version}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		return err
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: targs})
+	if err != nil {
+		return err
+	}
+	var out []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			out = append(out, t.Text)
+		}
+	}
+	if res.IsError {
+		fmt.Fprintln(stderr, strings.Join(out, "\n"))
+		return exitError(1)
+	}
+	fmt.Fprintln(stdout, strings.Join(out, "\n"))
+	return nil
+}
+
+// benchCall maps a verb and its positional arguments to a tool call.
+func benchCall(verb string, pos []string) (string, map[string]any, bool) {
+	switch {
+	case verb == "status" && len(pos) == 0:
+		return "bench_status", map[string]any{}, true
+	case verb == "lease" && len(pos) == 2:
+		n, err := strconv.Atoi(pos[1])
+		return "bench_lease", map[string]any{"bench": pos[0], "minutes": n}, err == nil
+	case verb == "release" && len(pos) == 1:
+		return "bench_release", map[string]any{"bench": pos[0]}, true
+	case verb == "power" && len(pos) == 2:
+		return "bench_power", map[string]any{"bench": pos[0], "action": pos[1]}, true
+	case verb == "media" && len(pos) == 2:
+		return "bench_media", map[string]any{"bench": pos[0], "action": pos[1]}, true
+	}
+	return "", nil, false
+}

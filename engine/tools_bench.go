@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/hostapi"
+)
+
+// The bench tools: which benches there are and who holds them, leases, and
+// the power and virtual media of physical machines (a PiKVM, a BMC), whose
+// console the ui_ tools drive as vmid 1.
+
+type benchStatusArgs struct{}
+
+type benchLeaseArgs struct {
+	Minutes int `json:"minutes" desc:"how long: extends your own lease from now" min:"1" max:"480"`
+}
+
+type benchReleaseArgs struct{}
+
+type benchPowerArgs struct {
+	Action  string `json:"action" desc:"status, or: on, off (graceful), off-hard, reset (hard), cycle" enum:"status,on,off,off-hard,reset,cycle"`
+	Confirm bool   `json:"confirm,omitempty" desc:"confirm a power action on a bench that asks for it" default:"false"`
+}
+
+type benchMediaArgs struct {
+	Action  string `json:"action" desc:"list the images, mount one, or eject" enum:"list,mount,eject"`
+	Image   string `json:"image,omitempty" desc:"mount: an image on the device (a name from list)"`
+	Filter  string `json:"filter,omitempty" desc:"list: only names containing this"`
+	Mode    string `json:"mode,omitempty" desc:"mount: present it as a CD or a USB flash drive" default:"cd" enum:"cd,flash"`
+	Storage string `json:"storage,omitempty" desc:"mount: fetch the image from this http storage (storage_list) ..."`
+	Path    string `json:"path,omitempty" desc:"... at this path under it"`
+	Boot    bool   `json:"boot,omitempty" desc:"mount: boot from it once at the next start, where the controller can" default:"false"`
+	Confirm bool   `json:"confirm,omitempty" desc:"confirm a media action on a bench that asks for it" default:"false"`
+}
+
+type storageListArgs struct{}
+
+func benchTools() []*Tool {
+	return []*Tool{
+		newTool("bench_status", "The benches: TSV name, type, api, whether you may use it, the lease, the live power state of physical machines, and a description. Pick one, and find a free one before bench_lease.",
+			titled(readOnly, "List the benches"), benchStatus),
+		newTool("bench_lease", "Lease a physical bench so nobody else uses it while you test (extends your own from now); refused while another holds it. Tools on a rental bench need your lease.",
+			titled(mutating, "Lease a bench"), benchLease),
+		newTool("bench_release", "Release your lease of a bench early.", titled(idempotent, "Release a bench"), benchRelease),
+		newTool("bench_power", "Power a physical machine (bench=...): status, on, off (graceful), off-hard, reset, cycle. What the bench allows is its operator's choice; some ask for confirm=true or a human's approval.",
+			titled(destructive, "Power a physical machine"), benchPower),
+		newTool("bench_media", "Virtual media of a physical machine (bench=...): list the images, mount one as a CD or flash drive (an image on the device, or one fetched from an http storage), eject.",
+			titled(destructive, "Virtual media"), benchMedia),
+		newTool("storage_list", "The distribution storages: TSV name, type (nfs, cifs, http, iso-pool), address, user, description: where install images come from for bench_media.",
+			titled(readOnly, "List the storages"), storageList),
+	}
+}
+
+func benchStatus(ctx context.Context, c *Call, in *benchStatusArgs) (*mcp.CallToolResult, error) {
+	s := c.Server
+	creds, _ := s.callerOf(c.Request)
+	rows := [][]string{{"name", "type", "api", "usable", "lease", "power", "description"}}
+	for _, name := range s.benchNames() {
+		bc, _ := s.cfg.Bench(name)
+		row := []string{name, bc.Type, apiHost(bc.API), "yes", "-", "-", bc.Description}
+		who, err := s.Caller(ctx, creds.creds, name)
+		if err != nil {
+			row[3] = "no: " + err.Error()
+			rows = append(rows, row)
+			continue
+		}
+		if bc.Physical() {
+			row[4], row[3] = leaseCell(ctx, who, bc.Rental)
+			if p, ok := who.Backend().(backends.Power); ok {
+				if st, err := p.PowerState(ctx); err == nil {
+					row[5] = st
+				} else {
+					row[5] = "unknown"
+				}
+			}
+		}
+		rows = append(rows, row)
+	}
+	return text("%s", strings.TrimRight(tsv(rows), "\n")), nil
+}
+
+// apiHost is the API's scheme and host: where the bench is, without paths
+// or credentials.
+func apiHost(api string) string {
+	u, err := url.Parse(api)
+	if err != nil || u.Host == "" {
+		return "-"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// leaseCell answers the lease column and whether the caller may use the
+// bench now.
+func leaseCell(ctx context.Context, who *hostapi.Caller, rental bool) (lease, usable string) {
+	l, err := who.BenchLease(ctx)
+	switch {
+	case err != nil:
+		return "unknown", "no: " + err.Error()
+	case l == nil && rental:
+		return "free", "lease it first"
+	case l == nil:
+		return "free", "yes"
+	}
+	cell := fmt.Sprintf("%s until %s", l.Holder, l.Until.UTC().Format(time.RFC3339))
+	if l.Holder == who.Owner() {
+		return cell, "yes (your lease)"
+	}
+	if rental {
+		return cell, "no: leased by " + l.Holder
+	}
+	return cell, "yes (leased by " + l.Holder + ")"
+}
+
+func benchLease(ctx context.Context, c *Call, in *benchLeaseArgs) (*mcp.CallToolResult, error) {
+	l, err := c.Caller.Lease(ctx, time.Duration(in.Minutes)*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	return text("leased %s until %s (%d min)", l.Bench, l.Until.UTC().Format(time.RFC3339), in.Minutes), nil
+}
+
+func benchRelease(ctx context.Context, c *Call, in *benchReleaseArgs) (*mcp.CallToolResult, error) {
+	if err := c.Caller.Release(ctx); err != nil {
+		return nil, err
+	}
+	return text("released"), nil
+}
+
+// consent is what the call brings for an action its bench wants approved.
+func consent(c *Call, confirm bool) hostapi.Consent {
+	con := hostapi.Consent{Confirm: confirm}
+	if r := c.Request; r != nil && r.Session != nil {
+		if ip := r.Session.InitializeParams(); ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil {
+			con.CanAsk = true
+		}
+	}
+	if r := c.Request; r != nil && r.Params != nil {
+		if res, ok := r.Params.InputResponses["approve"].(*mcp.ElicitResult); ok && res.Action == "accept" {
+			con.Asked = true
+		}
+	}
+	return con
+}
+
+// gated runs an action that a bench's gates may stop: a question for the
+// human goes to the client (elicitation), and a declined one is a refusal
+// that changed nothing. (A dry run is answered for every tool in call.)
+func gated(c *Call, act func(hostapi.Consent) (string, error), confirm bool) (*mcp.CallToolResult, error) {
+	con := consent(c, confirm)
+	if r := c.Request; r != nil && r.Params != nil {
+		if res, ok := r.Params.InputResponses["approve"].(*mcp.ElicitResult); ok && res.Action != "accept" {
+			return nil, hostapi.Failf("nothing was done", "the action was not approved (%s)", res.Action)
+		}
+	}
+	done, err := act(con)
+	var ask *hostapi.ConsentNeeded
+	switch {
+	case errors.As(err, &ask):
+		return &mcp.CallToolResult{
+			InputRequests: mcp.InputRequestMap{"approve": &mcp.ElicitParams{
+				Message:         ask.Question,
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}},
+			}},
+			RequestState: "approve",
+		}, nil
+	case err != nil:
+		return nil, err
+	}
+	return text("%s", done), nil
+}
+
+// onMachine runs fn on the machine of a physical bench.
+func onMachine(ctx context.Context, c *Call, fn func(v *hostapi.VM) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
+	if _, ok := c.Caller.Machine(); !ok {
+		return nil, hostapi.Failf("pass bench= naming a physical bench (bench_status lists them); VMs have vm_start, vm_stop and vm_create_iso",
+			"this bench runs VMs, it is not a physical machine")
+	}
+	return withVM(ctx, c, hostapi.MachineVMID, fn)
+}
+
+func benchPower(ctx context.Context, c *Call, in *benchPowerArgs) (*mcp.CallToolResult, error) {
+	return onMachine(ctx, c, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		if in.Action == "status" {
+			st, err := v.PowerState(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return text("power %s", st), nil
+		}
+		return gated(c, func(con hostapi.Consent) (string, error) {
+			if err := v.Power(ctx, in.Action, con); err != nil {
+				return "", err
+			}
+			st, _ := v.PowerState(ctx)
+			return fmt.Sprintf("power %s done; now %s", in.Action, st), nil
+		}, in.Confirm)
+	})
+}
+
+func benchMedia(ctx context.Context, c *Call, in *benchMediaArgs) (*mcp.CallToolResult, error) {
+	return onMachine(ctx, c, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
+		switch in.Action {
+		case "list":
+			imgs, st, err := v.Media(ctx)
+			if err != nil {
+				return nil, err
+			}
+			sort.Slice(imgs, func(i, j int) bool { return imgs[i].Name < imgs[j].Name })
+			rows := [][]string{{"image", "size"}}
+			for _, im := range imgs {
+				if in.Filter == "" || strings.Contains(strings.ToLower(im.Name), strings.ToLower(in.Filter)) {
+					rows = append(rows, []string{im.Name, strconv.FormatInt(im.Size, 10)})
+				}
+			}
+			state := "drive: empty"
+			if st.Connected {
+				state = fmt.Sprintf("drive: %s connected as %s", st.Image, st.Mode)
+			} else if st.Image != "" {
+				state = fmt.Sprintf("drive: %s selected, not connected", st.Image)
+			}
+			return text("%s%s", tsv(rows), state), nil
+		case "eject":
+			return gated(c, func(con hostapi.Consent) (string, error) {
+				return "ejected", v.MediaEject(ctx, con)
+			}, in.Confirm)
+		}
+		m := backends.MediaMount{Image: in.Image, Mode: in.Mode, BootOnce: in.Boot}
+		if in.Storage != "" {
+			u, err := storageURL(c, in.Storage, in.Path)
+			if err != nil {
+				return nil, err
+			}
+			m.URL = u
+		}
+		return gated(c, func(con hostapi.Consent) (string, error) {
+			if err := v.MediaMount(ctx, m, con); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("mounted as %s", m.Mode), nil
+		}, in.Confirm)
+	})
+}
+
+// storageURL is where an image on an http storage is.
+func storageURL(c *Call, name, path string) (string, error) {
+	var names []string
+	for _, st := range c.Server.cfg.Storages {
+		names = append(names, st.Name)
+		if st.Name != name {
+			continue
+		}
+		if st.Type != "http" {
+			return "", hostapi.Failf("mount an image already on the device (bench_media list), or use an http storage",
+				"storage %s is %s: a bench fetches images over http only", name, st.Type)
+		}
+		if path == "" || strings.Contains(path, "..") {
+			return "", hostapi.Failf("give the image's path under the storage, e.g. path=debian-12.iso", "a path is needed, without ..")
+		}
+		return strings.TrimRight(st.Address, "/") + "/" + strings.TrimLeft(path, "/"), nil
+	}
+	return "", hostapi.Failf("storages: "+strings.Join(names, ", "), "unknown storage %q", name)
+}
+
+func storageList(ctx context.Context, c *Call, in *storageListArgs) (*mcp.CallToolResult, error) {
+	rows := [][]string{{"name", "type", "address", "user", "description"}}
+	for _, st := range c.Server.cfg.Storages {
+		rows = append(rows, []string{st.Name, st.Type, st.Address, st.User, st.Description})
+	}
+	if len(rows) == 1 {
+		return text("no storages configured"), nil
+	}
+	return text("%s", strings.TrimRight(tsv(rows), "\n")), nil
+}
