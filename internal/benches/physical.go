@@ -128,21 +128,14 @@ func (p *physical) VMs(ctx context.Context) ([]backends.VM, error) {
 	return []backends.VM{vm}, nil
 }
 
-// VM answers the machine, with its power state when the controller knows it.
+// VM answers the machine. Its status is not asked of the controller: every
+// tool call reads the VM, and on a BMC each question is a Redfish login;
+// bench_status and bench_power status ask for the power state.
 func (p *physical) VM(ctx context.Context, vmid int) (backends.VM, error) {
 	if vmid != hostapi.MachineVMID {
 		return backends.VM{}, fmt.Errorf("bench %s has only vmid %d: %w", p.bc.Name, hostapi.MachineVMID, backends.ErrNotFound)
 	}
-	status := "unknown"
-	if pw, ok := p.ctl.(backends.Power); ok {
-		if s, err := pw.PowerState(ctx); err == nil {
-			status = map[string]string{"on": "running", "off": "stopped"}[s]
-		}
-	}
-	if status == "" {
-		status = "unknown"
-	}
-	return backends.VM{VMID: hostapi.MachineVMID, Name: p.bc.Name, Node: p.bc.Type, Status: status}, nil
+	return backends.VM{VMID: hostapi.MachineVMID, Name: p.bc.Name, Node: p.bc.Type, Status: "unknown"}, nil
 }
 
 func (p *physical) Clone(ctx context.Context, req backends.CloneRequest) (int, backends.Task, error) {
