@@ -1,19 +1,11 @@
 package redfishtest
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +13,7 @@ import (
 	"github.com/poligon/poligon/backends/qemu"
 	"github.com/poligon/poligon/backends/qga"
 	"github.com/poligon/poligon/backends/qmp"
+	"github.com/poligon/poligon/internal/testvm"
 )
 
 // VM is a QEMU machine for the fake to drive: the tiny template's kernel and
@@ -39,16 +32,16 @@ type VM struct {
 }
 
 // cdModules are the kernel modules that give the tiny guest /dev/sr0 on
-// QEMU's PIIX IDE controller (in dependency order: each .ko's depends=
-// names only modules before it). The tiny template leaves them out.
-var cdModules = []string{"scsi_common", "scsi_mod", "libata", "ata_piix", "cdrom", "sr_mod"}
+// QEMU's PIIX IDE controller (their dependencies come with them). The tiny
+// template leaves them out.
+var cdModules = []string{"ata_piix", "sr_mod"}
 
 // StartVM boots the tiny template with a CD drive. templates is the
 // directory internal/testvm.TemplatesDir answers; dir holds the sockets and
 // must be short (unix socket paths fit in 108 bytes). The VM is running
 // when StartVM returns; WaitAgent waits for its guest agent.
 func StartVM(templates, dir string, qmpSockets int) (*VM, error) {
-	initrd, err := cdInitrd(templates)
+	initrd, err := testvm.TinyWithModules(templates, "bmc-cdrom", cdModules)
 	if err != nil {
 		return nil, err
 	}
@@ -176,214 +169,4 @@ func (vm *VM) Exec(ctx context.Context, script string) (string, error) {
 		case <-time.After(20 * time.Millisecond): // qemu-ga has no exit notification
 		}
 	}
-}
-
-// cdInitrd answers the tiny initramfs with the CD modules appended as a
-// second (gzip) cpio archive, which the kernel unpacks over the first: the
-// .ko files and a load-order that lists them after the template's own. It
-// is built once per template and kept beside the templates directory.
-func cdInitrd(templates string) (string, error) {
-	base := filepath.Join(templates, "tiny", "initrd.img")
-	orig, err := os.ReadFile(base)
-	if err != nil {
-		return "", fmt.Errorf("redfishtest: %w", err)
-	}
-	sum := sha256.Sum256(orig)
-	cache := filepath.Join(filepath.Dir(templates), "bmc-cdrom")
-	out := filepath.Join(cache, "initrd-"+hex.EncodeToString(sum[:8])+".img")
-	if _, err := os.Stat(out); err == nil {
-		return out, nil
-	}
-	order, err := initrdFile(orig, "lib/modules/load-order")
-	if err != nil {
-		return "", err
-	}
-	deb, err := kernelDeb(templates)
-	if err != nil {
-		return "", err
-	}
-	mods, err := debModules(deb, cdModules)
-	if err != nil {
-		return "", err
-	}
-	var arch cpioWriter
-	arch.dir("lib")
-	arch.dir("lib/modules")
-	newOrder := strings.TrimRight(string(order), "\n") + "\n"
-	for _, m := range cdModules {
-		arch.file("lib/modules/"+m+".ko", mods[m])
-		newOrder += m + "\n"
-	}
-	arch.file("lib/modules/load-order", []byte(newOrder))
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(arch.close())
-	zw.Close()
-	img := append([]byte{}, orig...)
-	for len(img)%4 != 0 { // the kernel skips zero padding between archives
-		img = append(img, 0)
-	}
-	img = append(img, gz.Bytes()...)
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.CreateTemp(cache, ".initrd-*")
-	if err != nil {
-		return "", err
-	}
-	if _, err := tmp.Write(img); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return "", err
-	}
-	tmp.Close()
-	return out, os.Rename(tmp.Name(), out)
-}
-
-// initrdFile reads one file out of a gzip'd newc initramfs.
-func initrdFile(img []byte, name string) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(img))
-	if err != nil {
-		return nil, fmt.Errorf("redfishtest: the tiny initramfs: %w", err)
-	}
-	zr.Multistream(false)
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		return nil, fmt.Errorf("redfishtest: the tiny initramfs: %w", err)
-	}
-	for len(data) >= 110 && string(data[:6]) == "070701" {
-		var f [13]uint64
-		for i := range f {
-			fmt.Sscanf(string(data[6+8*i:14+8*i]), "%08x", &f[i])
-		}
-		size, nameSize := int(f[6]), int(f[11])
-		nameEnd := 110 + nameSize
-		if nameEnd > len(data) {
-			break
-		}
-		n := strings.TrimPrefix(string(data[110:nameEnd-1]), "./")
-		dataStart := align4(nameEnd)
-		if dataStart+size > len(data) {
-			break
-		}
-		if n == name {
-			return data[dataStart : dataStart+size], nil
-		}
-		data = data[align4(dataStart+size):]
-	}
-	return nil, fmt.Errorf("redfishtest: %s not found in the tiny initramfs", name)
-}
-
-func align4(n int) int { return (n + 3) &^ 3 }
-
-// kernelDeb finds the Debian kernel package the tiny template was built
-// from: in its build cache, else fetched with apt-get download.
-func kernelDeb(templates string) (string, error) {
-	desc, err := os.ReadFile(filepath.Join(templates, "tiny.toml"))
-	if err != nil {
-		return "", fmt.Errorf("redfishtest: %w", err)
-	}
-	m := regexp.MustCompile(`from (linux-image-\S+) ([^,\s]+)`).FindSubmatch(desc)
-	if m == nil {
-		return "", errors.New("redfishtest: tiny.toml does not name its kernel package")
-	}
-	pkg, ver := string(m[1]), string(m[2])
-	debs, _ := filepath.Glob(filepath.Join(filepath.Dir(templates), "cache", "tiny", "debs", pkg+"_*.deb"))
-	if len(debs) > 0 {
-		return debs[0], nil
-	}
-	dir, err := os.MkdirTemp("", "redfishtest-deb")
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.Command("apt-get", "download", pkg+"="+ver)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("redfishtest: apt-get download %s=%s: %v: %s", pkg, ver, err, out)
-	}
-	debs, _ = filepath.Glob(filepath.Join(dir, pkg+"_*.deb"))
-	if len(debs) == 0 {
-		return "", fmt.Errorf("redfishtest: apt-get download left no %s package", pkg)
-	}
-	return debs[0], nil
-}
-
-// debModules reads the named .ko files out of a kernel package.
-func debModules(deb string, names []string) (map[string][]byte, error) {
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n+".ko"] = true
-	}
-	cmd := exec.Command("dpkg-deb", "--fsys-tarfile", deb)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("redfishtest: dpkg-deb: %w", err)
-	}
-	found := map[string][]byte{}
-	tr := tar.NewReader(out)
-	for len(found) < len(names) {
-		h, err := tr.Next()
-		if err != nil {
-			break
-		}
-		base := filepath.Base(h.Name)
-		if want[base] && strings.Contains(h.Name, "/kernel/") {
-			data, err := io.ReadAll(tr)
-			if err != nil {
-				break
-			}
-			found[strings.TrimSuffix(base, ".ko")] = data
-		}
-	}
-	io.Copy(io.Discard, out)
-	if err := cmd.Wait(); err != nil {
-		return nil, fmt.Errorf("redfishtest: dpkg-deb --fsys-tarfile %s: %v: %s", deb, err, stderr.String())
-	}
-	for _, n := range names {
-		if found[n] == nil {
-			return nil, fmt.Errorf("redfishtest: %s.ko is not in %s", n, deb)
-		}
-	}
-	return found, nil
-}
-
-// cpioWriter writes a newc archive.
-type cpioWriter struct {
-	buf bytes.Buffer
-	ino int
-}
-
-func (w *cpioWriter) entry(name string, mode uint32, data []byte) {
-	w.ino++
-	nlink := 1
-	if mode&0o040000 != 0 {
-		nlink = 2
-	}
-	fmt.Fprintf(&w.buf, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-		w.ino, mode, 0, 0, nlink, 0, len(data), 0, 0, 0, 0, len(name)+1, 0)
-	w.buf.WriteString(name)
-	w.buf.WriteByte(0)
-	w.pad()
-	w.buf.Write(data)
-	w.pad()
-}
-
-func (w *cpioWriter) pad() {
-	for w.buf.Len()%4 != 0 {
-		w.buf.WriteByte(0)
-	}
-}
-
-func (w *cpioWriter) dir(name string)               { w.entry(name, 0o040755, nil) }
-func (w *cpioWriter) file(name string, data []byte) { w.entry(name, 0o100644, data) }
-
-func (w *cpioWriter) close() []byte {
-	w.ino = -1 // the trailer's inode is 0
-	w.entry("TRAILER!!!", 0, nil)
-	return w.buf.Bytes()
 }

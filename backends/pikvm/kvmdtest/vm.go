@@ -229,15 +229,21 @@ func (v *VM) kill() error {
 	}
 }
 
+// ExtraModules are the kernel modules the fake's VM needs beyond the tiny
+// template's: the IDE CD (ata_piix, sr_mod: the MSD in CD mode is /dev/sr0),
+// USB 1.1 with a HID keyboard and tablet (uhci_hcd, usbhid, hid_generic: a
+// PiKVM is a USB keyboard and an absolute USB mouse) and USB storage (the MSD
+// in flash mode is a usb-storage disk, /dev/sda). Their dependencies are
+// read from each module's depends= field.
+var ExtraModules = []string{"ata_piix", "sr_mod", "uhci_hcd", "usbhid", "hid_generic", "usb_storage", "sd_mod"}
+
 // TinyConfig builds the tiny template (internal/testvm) and the initrd with
 // the ExtraModules layered on, and answers the machine to start (Dir still
 // to be set). It skips the test when QEMU is not installed.
 func TinyConfig(t testing.TB) VMConfig {
 	t.Helper()
 	tpl := testvm.TemplatesDir(t)
-	cache := filepath.Dir(tpl)
-	initrd, err := LayeredInitrd(filepath.Join(tpl, "tiny", "initrd.img"),
-		filepath.Join(cache, "cache", "tiny", "debs"), filepath.Join(cache, "kvmdtest"), ExtraModules)
+	initrd, err := testvm.TinyWithModules(tpl, "kvmdtest", ExtraModules)
 	if err != nil {
 		t.Fatalf("kvmdtest: %v", err)
 	}

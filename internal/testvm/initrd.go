@@ -1,4 +1,4 @@
-package kvmdtest
+package testvm
 
 import (
 	"archive/tar"
@@ -20,13 +20,15 @@ import (
 	"syscall"
 )
 
-// ExtraModules are the kernel modules the fake's VM needs beyond the tiny
-// template's: the IDE CD (ata_piix, sr_mod: the MSD in CD mode is /dev/sr0),
-// USB 1.1 with a HID keyboard and tablet (uhci_hcd, usbhid, hid_generic: a
-// PiKVM is a USB keyboard and an absolute USB mouse) and USB storage (the MSD
-// in flash mode is a usb-storage disk, /dev/sda). Their dependencies are
-// read from each module's depends= field.
-var ExtraModules = []string{"ata_piix", "sr_mod", "uhci_hcd", "usbhid", "hid_generic", "usb_storage", "sd_mod"}
+// TinyWithModules answers the tiny template's initrd (in templates, the
+// directory TemplatesDir answers) with modules and their dependencies
+// layered on, cached under the data directory's name/: for the physical
+// benches' fakes, whose machines need drivers tiny leaves out (a CD, USB).
+func TinyWithModules(templates, name string, modules []string) (string, error) {
+	data := filepath.Dir(templates)
+	return LayeredInitrd(filepath.Join(templates, "tiny", "initrd.img"),
+		filepath.Join(data, "cache", "tiny", "debs"), filepath.Join(data, name), modules)
+}
 
 // LayeredInitrd answers an initrd that is base (the tiny template's gzip'd
 // cpio) followed by a second, uncompressed cpio holding modules and a
