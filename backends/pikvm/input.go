@@ -14,18 +14,6 @@ import (
 	"github.com/poligon/poligon/backends/rfb"
 )
 
-// Pointer timings, as the local console's (backends/rfb) so a click means
-// the same on every backend.
-const (
-	clickHold      = 300 * time.Millisecond
-	multiClickHold = 50 * time.Millisecond
-	multiClickGap  = 50 * time.Millisecond
-	pointerSettle  = 30 * time.Millisecond // after a move, before a press
-	dragHold       = 150 * time.Millisecond
-	dragStepPause  = 20 * time.Millisecond
-	wheelPause     = 30 * time.Millisecond
-)
-
 // printChunk is how many characters one /hid/print carries: well under
 // kvmd's default limit of 1024, and short enough (about 2 s at the default
 // pace) that a cancelled call stops soon.
@@ -366,11 +354,11 @@ func (s *screen) Click(ctx context.Context, x, y int, b backends.Button, count i
 	if err := s.moveTo(ctx, x, y); err != nil {
 		return err
 	}
-	hold, gap := clickHold, time.Duration(0)
+	hold, gap := backends.ClickHold, time.Duration(0)
 	if count > 1 {
-		hold, gap = multiClickHold, multiClickGap
+		hold, gap = backends.MultiClickHold, backends.MultiClickGap
 	}
-	if err := sleep(ctx, pointerSettle); err != nil {
+	if err := sleep(ctx, backends.PointerSettle); err != nil {
 		return err
 	}
 	for i := range count {
@@ -408,14 +396,14 @@ func (s *screen) Drag(ctx context.Context, x1, y1, x2, y2 int) error {
 	if err := s.moveTo(ctx, x1, y1); err != nil {
 		return err
 	}
-	if err := sleep(ctx, pointerSettle); err != nil {
+	if err := sleep(ctx, backends.PointerSettle); err != nil {
 		return err
 	}
 	if err := s.button(ctx, "left", true); err != nil {
 		return err
 	}
 	err := func() error {
-		if err := sleep(ctx, dragHold); err != nil {
+		if err := sleep(ctx, backends.DragHold); err != nil {
 			return err
 		}
 		steps := min(max(int(math.Hypot(float64(x2-x1), float64(y2-y1))/20), 5), 30)
@@ -423,9 +411,9 @@ func (s *screen) Drag(ctx context.Context, x1, y1, x2, y2 int) error {
 			if err := s.moveTo(ctx, x1+(x2-x1)*i/steps, y1+(y2-y1)*i/steps); err != nil {
 				return err
 			}
-			pause := dragStepPause
+			pause := backends.DragStepPause
 			if i == steps {
-				pause = dragHold
+				pause = backends.DragHold
 			}
 			if err := sleep(ctx, pause); err != nil {
 				return err
@@ -458,7 +446,7 @@ func (s *screen) Wheel(ctx context.Context, x, y, steps int) error {
 		delta, steps = "1", -steps
 	}
 	for range steps {
-		if err := sleep(ctx, wheelPause); err != nil {
+		if err := sleep(ctx, backends.WheelPause); err != nil {
 			return err
 		}
 		if err := s.b.call(ctx, "mouse wheel", "POST", "/hid/events/send_mouse_wheel",

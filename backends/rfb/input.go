@@ -20,20 +20,6 @@ type inputEvent struct {
 	pause   time.Duration
 }
 
-// Pointer timing. A single click holds 300 ms (some guests miss shorter
-// presses under load); the presses of a multi-click hold 50 ms with 50 ms
-// between them, so they all fall well inside a desktop's double-click
-// interval (GTK 400 ms, Windows 500 ms).
-const (
-	clickHold      = 300 * time.Millisecond
-	multiClickHold = 50 * time.Millisecond
-	multiClickGap  = 50 * time.Millisecond
-	pointerSettle  = 30 * time.Millisecond // after a move, before a press
-	dragHold       = 150 * time.Millisecond
-	dragStepPause  = 20 * time.Millisecond
-	wheelPause     = 30 * time.Millisecond
-)
-
 // exec sends events in order, one input call at a time. If the connection
 // drops, it waits (within ctx) for the reconnect and resumes at the first
 // event not yet written, so nothing is lost or repeated. QEMU lifts every
@@ -271,11 +257,11 @@ func (c *Client) Click(ctx context.Context, x, y int, b backends.Button, count i
 }
 
 func clickEvents(mask uint8, x, y, count int) []inputEvent {
-	hold, gap := clickHold, time.Duration(0)
+	hold, gap := backends.ClickHold, time.Duration(0)
 	if count > 1 {
-		hold, gap = multiClickHold, multiClickGap
+		hold, gap = backends.MultiClickHold, backends.MultiClickGap
 	}
-	events := []inputEvent{pointer(0, x, y, pointerSettle)}
+	events := []inputEvent{pointer(0, x, y, backends.PointerSettle)}
 	for i := 0; i < count; i++ {
 		events = append(events, pointer(mask, x, y, hold), pointer(0, x, y, gap))
 	}
@@ -297,13 +283,13 @@ func (c *Client) Drag(ctx context.Context, x1, y1, x2, y2 int) error {
 func dragEvents(x1, y1, x2, y2 int) []inputEvent {
 	dist := math.Hypot(float64(x2-x1), float64(y2-y1))
 	steps := min(max(int(dist/20), 5), 30)
-	events := []inputEvent{pointer(0, x1, y1, pointerSettle), pointer(maskLeft, x1, y1, dragHold)}
+	events := []inputEvent{pointer(0, x1, y1, backends.PointerSettle), pointer(maskLeft, x1, y1, backends.DragHold)}
 	for i := 1; i <= steps; i++ {
 		x := x1 + (x2-x1)*i/steps
 		y := y1 + (y2-y1)*i/steps
-		pause := dragStepPause
+		pause := backends.DragStepPause
 		if i == steps {
-			pause = dragHold
+			pause = backends.DragHold
 		}
 		events = append(events, pointer(maskLeft, x, y, pause))
 	}
@@ -327,9 +313,9 @@ func wheelEvents(x, y, steps int) []inputEvent {
 	if steps < 0 {
 		mask, steps = maskWheelUp, -steps
 	}
-	events := []inputEvent{pointer(0, x, y, pointerSettle)}
+	events := []inputEvent{pointer(0, x, y, backends.PointerSettle)}
 	for i := 0; i < steps; i++ {
-		events = append(events, pointer(mask, x, y, 0), pointer(0, x, y, wheelPause))
+		events = append(events, pointer(mask, x, y, 0), pointer(0, x, y, backends.WheelPause))
 	}
 	return events
 }
