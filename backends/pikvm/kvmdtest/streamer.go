@@ -290,16 +290,21 @@ func (st *streamer) serveWS(w http.ResponseWriter, r *http.Request) (any, error)
 	if err != nil {
 		return nil, err
 	}
+	// The client counts from before the 101 goes out: a client that saw its
+	// upgrade answered is a stream client already.
+	if stream {
+		st.addClient()
+	}
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
+		if stream {
+			st.removeClient()
+		}
 		return raw, nil // Upgrade answered already
 	}
 	st.mu.Lock()
 	st.conns[conn] = true
 	st.mu.Unlock()
-	if stream {
-		st.addClient()
-	}
 	defer func() {
 		st.mu.Lock()
 		delete(st.conns, conn)
