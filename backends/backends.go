@@ -69,6 +69,11 @@ type CloneRequest struct {
 	Name     string // full name, already owner-prefixed by the caller
 	Full     bool   // full copy instead of a linked clone
 	Pool     string
+	// Network names a stand's network: VMs cloned with the same Network
+	// reach each other by IP (the local backend joins them to one switch).
+	// "" keeps the template's network; backends whose VMs already share one
+	// (a PVE bridge) ignore it.
+	Network string
 }
 
 // Lifecycle lists, clones, starts, stops and destroys VMs.

@@ -123,6 +123,11 @@ func (d *Driver) Clone(ctx context.Context, req backends.CloneRequest) (int, bac
 	if !vmName.MatchString(req.Name) {
 		return 0, backends.Task{}, fmt.Errorf("vm name %q: use lowercase letters, digits and dashes (a DNS label, at most 63 characters)", req.Name)
 	}
+	if req.Network != "" {
+		if _, err := d.l.network(req.Network); err != nil {
+			return 0, backends.Task{}, err
+		}
+	}
 	t, err := d.template(req.Template)
 	if err != nil {
 		return 0, backends.Task{}, err
@@ -146,7 +151,8 @@ func (d *Driver) Clone(ctx context.Context, req backends.CloneRequest) (int, bac
 		VMID: vmid, Name: req.Name, Template: t.Name, Created: time.Now().UTC().Truncate(time.Second),
 		MemoryMB: t.MemoryMB, Cores: t.Cores, Firmware: t.Firmware, Cmdline: t.Cmdline,
 		Kernel: t.path(t.Kernel), Initrd: t.path(t.Initrd),
-		Disks: []disk{{Name: "disk0", File: "disk0.qcow2"}},
+		Disks:   []disk{{Name: "disk0", File: "disk0.qcow2"}},
+		Network: req.Network,
 	}
 	if req.Full {
 		c.Lock = "clone"
@@ -260,8 +266,14 @@ func (d *Driver) reserve(name string) (int, string, error) {
 
 // Start boots a VM; starting a running VM succeeds.
 func (d *Driver) Start(ctx context.Context, vmid int) (backends.Task, error) {
-	if _, err := d.config(vmid); err != nil {
+	c, err := d.config(vmid)
+	if err != nil {
 		return backends.Task{}, err
+	}
+	if c.Network != "" {
+		if err := requireVDE(c.Network); err != nil {
+			return backends.Task{}, fmt.Errorf("vmid %d: %w", vmid, err)
+		}
 	}
 	return d.tasks.Start("qmstart", vmid, func(ctx context.Context) error {
 		l := d.lock(vmid)
@@ -325,9 +337,19 @@ func (d *Driver) Destroy(ctx context.Context, vmid int) (backends.Task, error) {
 		l := d.lock(vmid)
 		l.Lock()
 		defer l.Unlock()
+		c, _ := d.config(vmid)
 		if err := d.kill(ctx, vmid); err != nil {
 			return err
 		}
-		return os.RemoveAll(d.l.vmDir(vmid))
+		if err := os.RemoveAll(d.l.vmDir(vmid)); err != nil {
+			return err
+		}
+		if c.Network != "" {
+			// The last VM on a network takes its switch and slirpvde along.
+			if err := d.leaveNetwork(ctx, c.Network); err != nil {
+				return fmt.Errorf("vmid %d destroyed, but stopping its network: %w", vmid, err)
+			}
+		}
+		return nil
 	}), nil
 }

@@ -26,6 +26,14 @@ func processTag(vmid int) string { return "process=poligon-" + strconv.Itoa(vmid
 // snapshot at start.
 func (d *Driver) qemuArgs(c vmConfig, loadvm string) []string {
 	dir := d.l.vmDir(c.VMID)
+	netdev, nic := "user,id=net0", "virtio-net-pci,netdev=net0"
+	if c.Network != "" {
+		// Clone checked the name, and joinNetwork the path, before a
+		// VM can get here.
+		n, _ := d.l.network(c.Network)
+		netdev = "vde,id=net0,sock=" + optEscape(n.sock)
+		nic += ",mac=" + vmMAC(c.VMID)
+	}
 	accel := d.accel.Mode
 	if accel == AccelTCG && c.Cores > 1 {
 		accel = "tcg,thread=multi"
@@ -46,8 +54,8 @@ func (d *Driver) qemuArgs(c vmConfig, loadvm string) []string {
 		"-chardev", "socket,id=qga0,path=" + optEscape(d.l.qgaSocket(c.VMID)) + ",server=on,wait=off",
 		"-device", "virtio-serial-pci",
 		"-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
-		"-netdev", "user,id=net0",
-		"-device", "virtio-net-pci,netdev=net0",
+		"-netdev", netdev,
+		"-device", nic,
 		"-usb", "-device", "usb-tablet",
 		"-chardev", "file,id=serial0,path=" + optEscape(filepath.Join(dir, "serial.log")),
 		"-serial", "chardev:serial0",
@@ -131,6 +139,11 @@ func (d *Driver) launch(ctx context.Context, c vmConfig, loadvm string) error {
 	}
 	for _, f := range []string{d.l.qmpSocket(c.VMID), d.l.qgaSocket(c.VMID), d.l.vncSocket(c.VMID), d.l.pidfile(c.VMID)} {
 		os.Remove(f) // stale from a VM that died without cleaning up
+	}
+	if c.Network != "" {
+		if err := d.joinNetwork(ctx, c.Network); err != nil {
+			return fmt.Errorf("vmid %d: %w", c.VMID, err)
+		}
 	}
 	cmd := exec.CommandContext(ctx, d.opts.QEMU, d.qemuArgs(c, loadvm)...)
 	cmd.Dir = d.l.vmDir(c.VMID)

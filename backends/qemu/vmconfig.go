@@ -27,6 +27,9 @@ type vmConfig struct {
 	CDROM    string    `toml:"cdrom,omitempty"` // absolute path of the ISO in the drive
 	HasCD    bool      `toml:"has_cd,omitempty"`
 	Disks    []disk    `toml:"disks"`
+	// Network is the stand network the VM joins at start (see network.go);
+	// "" (and every vm.toml older than stands) is QEMU's own user networking.
+	Network string `toml:"network,omitempty"`
 	// Lock names an operation that owns the VM's files ("clone" while a full
 	// copy runs); such a VM cannot be started.
 	Lock string `toml:"lock,omitempty"`

@@ -1,0 +1,239 @@
+package qemu
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A stand's network is one Ethernet segment shared by the VMs cloned with
+// the same CloneRequest.Network: a vde_switch (Debian's vde2) with a
+// slirpvde plugged into it. slirpvde is QEMU's user networking as a
+// separate process: DHCP from 10.0.2.15, the host's loopback at 10.0.2.2,
+// DNS at 10.0.2.3, NAT to the outside. Both daemonize, so the network
+// outlives poligon just as the VMs do; no root and no host configuration.
+//
+// Files, under the private run directory:
+//
+//	<run>/net.lock              flock held while a network starts or stops
+//	<run>/net-<name>/sw/        the switch's sockets (QEMU's -netdev vde,sock=)
+//	<run>/net-<name>/*.pid      the daemons' pidfiles
+
+var networkName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+// vdeHint is said wherever vde2 is missing.
+const vdeHint = "install Debian's vde2 package (apt-get install vde2)"
+
+func validNetwork(name string) error {
+	if len(name) > 63 || !networkName.MatchString(name) {
+		return fmt.Errorf("network name %q: use lowercase letters, digits and dashes, starting with a letter or digit, at most 63 characters", name)
+	}
+	return nil
+}
+
+// network is where one network's daemons keep their files.
+type network struct {
+	name string
+	dir  string
+	sock string // the switch's socket directory
+}
+
+// maxVDESocketDir leaves room under the 108-byte sun_path for the sockets
+// vde puts in its directory ("ctl", "001.6", a client's ".12345-00000").
+const maxVDESocketDir = 107 - 16
+
+// network answers the files of a network. The directory is named after
+// the network when that fits a unix socket path, else after a hash of it.
+func (l layout) network(name string) (network, error) {
+	if err := validNetwork(name); err != nil {
+		return network{}, err
+	}
+	dir := filepath.Join(l.run, "net-"+name)
+	if len(dir)+len("/sw") > maxVDESocketDir {
+		sum := sha256.Sum256([]byte(name))
+		dir = filepath.Join(l.run, "net-"+hex.EncodeToString(sum[:6]))
+	}
+	if len(dir)+len("/sw") > maxVDESocketDir {
+		return network{}, fmt.Errorf("network %q: the run directory %s is too long for the switch's unix sockets (at most %d bytes): set a shorter run directory", name, l.run, maxVDESocketDir-len("/net-123456789abc/sw"))
+	}
+	return network{name: name, dir: dir, sock: filepath.Join(dir, "sw")}, nil
+}
+
+func (n network) switchPidfile() string { return filepath.Join(n.dir, "switch.pid") }
+func (n network) slirpPidfile() string  { return filepath.Join(n.dir, "slirp.pid") }
+
+// switchPid and slirpPid answer the daemon's pid when it is alive and is
+// ours: a pidfile is trusted only when the process it names is that program
+// serving this socket directory, so a recycled pid never counts.
+func (n network) switchPid() (int, bool) { return daemonPid(n.switchPidfile(), "vde_switch", n.sock) }
+func (n network) slirpPid() (int, bool)  { return daemonPid(n.slirpPidfile(), "slirpvde", n.sock) }
+
+func daemonPid(pidfile, program, sock string) (int, bool) {
+	raw, err := os.ReadFile(pidfile)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 || processGone(pid) {
+		return 0, false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return 0, false
+	}
+	args := bytes.Split(bytes.TrimRight(cmdline, "\x00"), []byte{0})
+	if filepath.Base(string(args[0])) != program {
+		return 0, false
+	}
+	for _, a := range args[1:] {
+		if string(a) == sock {
+			return pid, true
+		}
+	}
+	return 0, false
+}
+
+// vmMAC is a stand VM's MAC address, derived from its vmid: QEMU gives
+// every NIC 52:54:00:12:34:56, which on a shared segment would collide.
+func vmMAC(vmid int) string {
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", byte(vmid>>16), byte(vmid>>8), byte(vmid))
+}
+
+// lockNetworks takes the file lock that serializes starting and stopping
+// networks across goroutines and poligon processes (flock locks belong to
+// the open file, so two opens in one process exclude each other too).
+func (d *Driver) lockNetworks() (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(d.l.run, "net.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("network lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("network lock: %w", err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
+}
+
+// requireVDE checks that the programs of a network are installed.
+func requireVDE(network string) error {
+	for _, bin := range []string{"vde_switch", "slirpvde"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("network %q needs %s, which is not installed: %s", network, bin, vdeHint)
+		}
+	}
+	return nil
+}
+
+// joinNetwork makes sure the network's switch and slirpvde are running, so
+// a VM started now can plug into it. Idempotent: running daemons are kept.
+func (d *Driver) joinNetwork(ctx context.Context, name string) error {
+	n, err := d.l.network(name)
+	if err != nil {
+		return err
+	}
+	if err := requireVDE(name); err != nil {
+		return err
+	}
+	unlock, err := d.lockNetworks()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, ok := n.switchPid(); !ok {
+		// A dead switch leaves its sockets, and a slirpvde plugged into
+		// nothing: start the whole network afresh.
+		if pid, ok := n.slirpPid(); ok {
+			stopDaemon(ctx, pid)
+		}
+		if err := os.RemoveAll(n.dir); err != nil {
+			return fmt.Errorf("network %q: %w", name, err)
+		}
+		if err := makePrivateDir(n.dir, os.Mkdir); err != nil {
+			return fmt.Errorf("network %q directory: %w", name, err)
+		}
+		d.log.Info("starting network switch", "network", name, "sock", n.sock)
+		// -f /dev/null: no rc file (~/.vderc) changes the switch.
+		if err := startDaemon(ctx, n.switchPid, "vde_switch", "-d", "-f", "/dev/null", "-s", n.sock, "-p", n.switchPidfile()); err != nil {
+			return fmt.Errorf("network %q: %w", name, err)
+		}
+	}
+	if _, ok := n.slirpPid(); !ok {
+		d.log.Info("starting network slirp", "network", name)
+		if err := startDaemon(ctx, n.slirpPid, "slirpvde", "-d", "-q", "--dhcp", "-s", n.sock, "-p", n.slirpPidfile()); err != nil {
+			return fmt.Errorf("network %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// leaveNetwork stops the network's daemons when no VM is on it any more:
+// called after a VM is destroyed. Stopped VMs still count as members.
+func (d *Driver) leaveNetwork(ctx context.Context, name string) error {
+	n, err := d.l.network(name)
+	if err != nil {
+		return err
+	}
+	unlock, err := d.lockNetworks()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, id := range d.vmids() {
+		if c, err := readVMConfig(d.l.vmConfig(id)); err == nil && c.Network == name {
+			return nil
+		}
+	}
+	if pid, ok := n.slirpPid(); ok {
+		stopDaemon(ctx, pid)
+	}
+	if pid, ok := n.switchPid(); ok {
+		stopDaemon(ctx, pid)
+	}
+	d.log.Info("stopped network", "network", name)
+	return os.RemoveAll(n.dir)
+}
+
+// startDaemon runs a self-daemonizing program and waits until alive (its
+// pidfile check) passes: the daemon writes its pidfile after it forks, so
+// the parent's exit does not mean the file is there yet.
+func startDaemon(ctx context.Context, alive func() (int, bool), bin string, args ...string) error {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 2 * time.Second // the daemon closes its copy of our pipe; never hang on it
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(out.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("%s did not start: %s", bin, lastLines(msg, 5))
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, ok := alive(); ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s started but its pidfile named no live %s in 5 s", bin, bin)
+		}
+	}
+}
+
+// stopDaemon ends pid with SIGTERM (vde_switch removes its sockets then),
+// SIGKILL after 3 s, and waits for it.
+func stopDaemon(ctx context.Context, pid int) {
+	syscall.Kill(pid, syscall.SIGTERM)
+	if !waitGone(ctx, pid, 3*time.Second) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		waitGone(ctx, pid, 3*time.Second)
+	}
+}

@@ -1,0 +1,348 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/internal/testvm"
+)
+
+func skipWithoutVDE(t *testing.T) {
+	t.Helper()
+	for _, bin := range []string{"vde_switch", "slirpvde"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s not installed (apt-get install vde2): skipping a test of stand networks", bin)
+		}
+	}
+}
+
+func TestNetworkNames(t *testing.T) {
+	for _, name := range []string{"a", "stand-1", "0x", strings.Repeat("n", 63)} {
+		if err := validNetwork(name); err != nil {
+			t.Errorf("%q refused: %v", name, err)
+		}
+	}
+	for _, name := range []string{"", "-a", "A", "a_b", "a.b", "a/b", strings.Repeat("n", 64)} {
+		if err := validNetwork(name); err == nil {
+			t.Errorf("%q accepted", name)
+		}
+	}
+	// A name too long for a socket path under the run dir gets a hashed
+	// directory instead, still one per name.
+	l := layout{run: "/tmp/" + strings.Repeat("r", 40)}
+	a, err := l.network(strings.Repeat("a", 63))
+	if err != nil || len(a.sock) > maxVDESocketDir || strings.Contains(a.sock, "aaaa") {
+		t.Fatalf("long name: %+v, %v", a, err)
+	}
+	if b, _ := l.network(strings.Repeat("a", 62) + "b"); b.dir == a.dir {
+		t.Fatalf("two names share %s", a.dir)
+	}
+	if _, err := (layout{run: "/" + strings.Repeat("r", 90)}).network("a"); err == nil || !strings.Contains(err.Error(), "run directory") {
+		t.Fatalf("run dir too long: err = %v", err)
+	}
+}
+
+// A VM without a network, and a vm.toml from before stands, keep QEMU's
+// user networking and its default MAC; a stand VM plugs into the switch
+// with a MAC of its own.
+func TestNetworkArgs(t *testing.T) {
+	d := newDriver(t, testvm.ShortTempDir(t))
+	old := filepath.Join(t.TempDir(), "vm.toml")
+	os.WriteFile(old, []byte("vmid = 101\nname = \"x-old\"\nmemory_mb = 64\ncores = 1\nfirmware = \"bios\"\n"), 0o644)
+	c, err := readVMConfig(old)
+	if err != nil || c.Network != "" {
+		t.Fatalf("old vm.toml: %+v, %v", c, err)
+	}
+	args := strings.Join(d.qemuArgs(c, ""), " ")
+	if !strings.Contains(args, "-netdev user,id=net0 -device virtio-net-pci,netdev=net0 ") {
+		t.Fatalf("no network: %s", args)
+	}
+	c.Network = "stand-1"
+	n, _ := d.l.network("stand-1")
+	args = strings.Join(d.qemuArgs(c, ""), " ")
+	if !strings.Contains(args, "-netdev vde,id=net0,sock="+n.sock+" -device virtio-net-pci,netdev=net0,mac=52:54:00:00:00:65 ") {
+		t.Fatalf("stand network: %s", args)
+	}
+	if _, _, err := d.Clone(context.Background(), backends.CloneRequest{Template: 1, Name: "x-a", Network: "Bad_Net"}); err == nil || !strings.Contains(err.Error(), "Bad_Net") {
+		t.Fatalf("bad network name: err = %v", err)
+	}
+}
+
+// vdeDaemons lists the live vde_switch and slirpvde processes serving sock.
+func vdeDaemons(sock string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || processGone(pid) {
+			continue
+		}
+		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if b := filepath.Base(args[0]); b != "vde_switch" && b != "slirpvde" {
+			continue
+		}
+		for _, a := range args {
+			if a == sock {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// Two VMs of a stand starting at one moment start one switch and one
+// slirpvde; a stale pidfile (naming a live process that is not the switch)
+// does not pass for a running network; leaving stops both.
+func TestNetworkDaemons(t *testing.T) {
+	skipWithoutVDE(t)
+	d := newDriver(t, testvm.ShortTempDir(t))
+	ctx := context.Background()
+	n, _ := d.l.network("stand-d")
+	t.Cleanup(func() {
+		for _, pid := range vdeDaemons(n.sock) {
+			stopDaemon(ctx, pid)
+		}
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = d.joinNetwork(ctx, "stand-d") })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if pids := vdeDaemons(n.sock); len(pids) != 2 {
+		t.Fatalf("after 4 joins at once: daemons %v, want one switch and one slirpvde", pids)
+	}
+	if err := d.leaveNetwork(ctx, "stand-d"); err != nil {
+		t.Fatal(err)
+	}
+	if pids := vdeDaemons(n.sock); len(pids) != 0 {
+		t.Fatalf("after leaving: daemons %v still run", pids)
+	}
+	if _, err := os.Stat(n.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s left behind (%v)", n.dir, err)
+	}
+
+	os.MkdirAll(n.dir, 0o700)
+	self := []byte(strconv.Itoa(os.Getpid()))
+	os.WriteFile(n.switchPidfile(), self, 0o644)
+	os.WriteFile(n.slirpPidfile(), self, 0o644)
+	if err := d.joinNetwork(ctx, "stand-d"); err != nil {
+		t.Fatal(err)
+	}
+	if pids := vdeDaemons(n.sock); len(pids) != 2 {
+		t.Fatalf("after a join over stale pidfiles: daemons %v", pids)
+	}
+	if err := d.leaveNetwork(ctx, "stand-d"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Without vde2, Start of a stand VM fails at once, saying what to install.
+func TestNetworkWithoutVDE(t *testing.T) {
+	d := newDriver(t, testvm.ShortTempDir(t))
+	c := vmConfig{VMID: 100, Name: "x-repro-net", MemoryMB: 64, Cores: 1, Firmware: "bios", Network: "stand-x"}
+	os.MkdirAll(d.l.vmDir(c.VMID), 0o755)
+	if err := c.write(d.l.vmConfig(c.VMID)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	_, err := d.Start(context.Background(), c.VMID)
+	if err == nil || !strings.Contains(err.Error(), "vde_switch") || !strings.Contains(err.Error(), "apt-get install vde2") {
+		t.Fatalf("start without vde2: err = %v", err)
+	}
+	if err := d.joinNetwork(context.Background(), "stand-x"); err == nil || !strings.Contains(err.Error(), "apt-get install vde2") {
+		t.Fatalf("join without vde2: err = %v", err)
+	}
+}
+
+// TestStandNetwork boots two VMs on one network and one without: A and B
+// get their own addresses by DHCP, B fetches a page A serves, both stand VM
+// and plain VM reach the host's loopback at 10.0.2.2, and destroying the
+// last stand VM stops the network.
+func TestStandNetwork(t *testing.T) {
+	skipWithoutVDE(t)
+	d := newDriver(t, testvm.DataDir(t))
+	ctx := context.Background()
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "page-from-host")
+	}))
+	defer host.Close()
+	_, port, _ := net.SplitHostPort(host.Listener.Addr().String())
+
+	names := []string{"x-repro-net-a", "x-repro-net-b", "x-repro-plain"}
+	networks := []string{"stand-t", "stand-t", ""}
+	vmids := make([]int, len(names))
+	for i, name := range names {
+		vmid, task, err := d.Clone(ctx, backends.CloneRequest{Template: tinyVMID, Name: name, Network: networks[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait(t, d, task)
+		destroyLater(t, d, vmid)
+		if c, _ := d.config(vmid); c.Network != networks[i] {
+			t.Fatalf("vm.toml of %s: network %q, want %q", name, c.Network, networks[i])
+		}
+		vmids[i] = vmid
+	}
+	// Boot in parallel: the two stand VMs also join the network at once.
+	start := time.Now()
+	ips := make([]string, len(vmids))
+	var wg sync.WaitGroup
+	for i, vmid := range vmids {
+		task, err := d.Start(ctx, vmid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+			defer cancel()
+			st, err := d.WaitTask(wctx, task.ID)
+			if err != nil || st.Running || st.Failed() {
+				t.Errorf("start %s: %+v, %v", names[i], st, err)
+				return
+			}
+			var agent time.Duration
+			ips[i], agent = waitIPv4(t, d, vmid, start)
+			t.Logf("%s: %s; from start: agent %v, address %v", names[i], ips[i], agent.Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond))
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	a, b, plain := vmids[0], vmids[1], vmids[2]
+	if ips[0] == ips[1] {
+		t.Fatalf("A and B share the address %s", ips[0])
+	}
+	if ifs, _ := d.Interfaces(ctx, a); macOf(ifs, "eth0") != vmMAC(a) {
+		t.Errorf("A's eth0 MAC = %q, want %s", macOf(ifs, "eth0"), vmMAC(a))
+	}
+
+	if st := sh(t, d, a, "mkdir -p /tmp/www && echo page-from-a > /tmp/www/index.html && busybox httpd -p 80 -h /tmp/www"); st.ExitCode != 0 {
+		t.Fatalf("httpd on A: %+v %s", st, st.Stderr)
+	}
+	fetch(t, d, b, "http://"+ips[0]+"/", "page-from-a")
+	fetch(t, d, b, "http://10.0.2.2:"+port+"/", "page-from-host")
+	fetch(t, d, plain, "http://10.0.2.2:"+port+"/", "page-from-host")
+	// NAT to an address off the segment: the host's own, when it has one.
+	if ip := hostIPv4(); ip != "" {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: host.Config.Handler}
+		go srv.Serve(ln)
+		defer srv.Close()
+		fetch(t, d, b, "http://"+ln.Addr().String()+"/", "page-from-host")
+	} else {
+		t.Log("the host has no IPv4 address but loopback: NAT to an outside address not tried")
+	}
+
+	n, _ := d.l.network("stand-t")
+	if pids := vdeDaemons(n.sock); len(pids) != 2 {
+		t.Fatalf("stand-t daemons: %v, want a switch and a slirpvde", pids)
+	}
+	destroy := func(vmid int) {
+		task, err := d.Destroy(ctx, vmid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait(t, d, task)
+	}
+	destroy(a)
+	if pids := vdeDaemons(n.sock); len(pids) != 2 {
+		t.Fatalf("after destroying A, B is still on stand-t, but daemons are %v", pids)
+	}
+	destroy(b)
+	if pids := vdeDaemons(n.sock); len(pids) != 0 {
+		t.Fatalf("after destroying the last VM of stand-t: daemons %v still run", pids)
+	}
+	if _, err := os.Stat(n.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s left behind (%v)", n.dir, err)
+	}
+}
+
+// waitIPv4 answers eth0's IPv4 address once DHCP gave it one, and when
+// (since start) the guest agent first answered.
+func waitIPv4(t *testing.T, d *Driver, vmid int, start time.Time) (string, time.Duration) {
+	t.Helper()
+	var agent time.Duration
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ifs, err := d.Interfaces(ctx, vmid)
+		cancel()
+		if err == nil && agent == 0 {
+			agent = time.Since(start)
+		}
+		for _, i := range ifs {
+			for _, a := range i.Addresses {
+				if i.Name == "eth0" && a.IP.To4() != nil {
+					return a.IP.String(), agent
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("vmid %d: no IPv4 on eth0 in 2 minutes (interfaces %+v, %v)", vmid, ifs, err)
+			return "", agent
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// hostIPv4 answers one of the host's IPv4 addresses outside loopback and
+// outside slirp's 10.0.2.0/24, or "".
+func hostIPv4() string {
+	addrs, _ := net.InterfaceAddrs()
+	_, slirp, _ := net.ParseCIDR("10.0.2.0/24")
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !slirp.Contains(n.IP) {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+func macOf(ifs []backends.Interface, name string) string {
+	for _, i := range ifs {
+		if i.Name == name {
+			return i.MAC
+		}
+	}
+	return ""
+}
+
+// fetch runs wget in the guest until it answers want (a server just
+// started may need a moment) or 30 s pass. Not wget -T: busybox-static
+// 1.35's wget dies of SIGSEGV with it; timeout(1) bounds it instead.
+func fetch(t *testing.T, d *Driver, vmid int, url, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := sh(t, d, vmid, "timeout 10 wget -qO- "+url)
+		if strings.TrimSpace(string(st.Stdout)) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("vmid %d: wget %s = %q (exit %d, signal %d, %s), want %q", vmid, url, st.Stdout, st.ExitCode, st.Signal, st.Stderr, want)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
