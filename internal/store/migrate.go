@@ -18,6 +18,26 @@ var migrations = []string{
 		since_ns INTEGER NOT NULL,
 		until_ns INTEGER NOT NULL
 	) STRICT`,
+	// 2: stands. One row per stand of an owner on a bench; its machines and
+	// their steps are one JSON document (machines), rewritten whole by each
+	// progress update inside one write transaction.
+	`CREATE TABLE stand (
+		bench      TEXT NOT NULL,
+		owner      TEXT NOT NULL,
+		name       TEXT NOT NULL,
+		status     TEXT NOT NULL,
+		plan       TEXT NOT NULL,
+		script     TEXT NOT NULL,
+		machines   TEXT NOT NULL,
+		error      TEXT NOT NULL,
+		builder    TEXT NOT NULL,
+		req        TEXT NOT NULL,
+		cancel     INTEGER NOT NULL,
+		created_ns INTEGER NOT NULL,
+		updated_ns INTEGER NOT NULL,
+		ended_ns   INTEGER NOT NULL,
+		PRIMARY KEY (bench, owner, name)
+	) STRICT`,
 }
 
 // SchemaVersion is the user_version this poligon writes.

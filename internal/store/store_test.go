@@ -62,7 +62,7 @@ func TestMigrateFromEmptyFile(t *testing.T) {
 	}
 }
 
-// A later migration (a stands table) applies to a file of the current
+// A later migration (a dataset table) applies to a file of the current
 // version once, and only it: the lease written before survives.
 func TestMigrateUpgrade(t *testing.T) {
 	ctx := context.Background()
@@ -78,13 +78,13 @@ func TestMigrateUpgrade(t *testing.T) {
 
 	old := migrations
 	t.Cleanup(func() { migrations = old })
-	migrations = append(append([]string(nil), old...), `CREATE TABLE stand (name TEXT PRIMARY KEY) STRICT`)
+	migrations = append(append([]string(nil), old...), `CREATE TABLE later (name TEXT PRIMARY KEY) STRICT`)
 	for range 2 { // the second open finds nothing to do
 		s = open(t, dir)
 		if v := userVersion(t, s); v != len(old)+1 {
 			t.Fatalf("user_version %d, want %d", v, len(old)+1)
 		}
-		if _, err := s.db.Exec(`INSERT OR REPLACE INTO stand VALUES ('web')`); err != nil {
+		if _, err := s.db.Exec(`INSERT OR REPLACE INTO later VALUES ('web')`); err != nil {
 			t.Fatal(err)
 		}
 		if l, ok, err := s.LeaseOf(ctx, "rack1", t0); err != nil || !ok || l.Holder != "alice" {
@@ -98,7 +98,7 @@ func TestMigrateUpgrade(t *testing.T) {
 	os.Remove(filepath.Join(dir, FileName))
 	os.Remove(filepath.Join(dir, FileName+"-wal"))
 	os.Remove(filepath.Join(dir, FileName+"-shm"))
-	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "schema migration 2") {
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("schema migration %d", len(old)+1)) {
 		t.Fatalf("a failing migration opened: %v", err)
 	}
 	migrations = old
