@@ -337,6 +337,27 @@ func (v *VM) WaitBoot(ctx context.Context, timeout float64) (bool, time.Duration
 	}
 }
 
+// IPv4 answers the first global IPv4 address the guest agent reports (not
+// loopback, not link-local), or "" while the guest has none.
+func (v *VM) IPv4(ctx context.Context) (string, error) {
+	g, err := v.guest()
+	if err != nil {
+		return "", err
+	}
+	ifs, err := g.Interfaces(ctx, v.info.VMID)
+	if err != nil {
+		return "", v.agentError(err)
+	}
+	for _, i := range ifs {
+		for _, a := range i.Addresses {
+			if ip := a.IP.To4(); ip != nil && ip.IsGlobalUnicast() {
+				return ip.String(), nil
+			}
+		}
+	}
+	return "", nil
+}
+
 //go:embed guestsh/session.sh
 var sessionScript string
 

@@ -84,6 +84,23 @@ type CloneResult struct {
 // the copy. A name already taken answers the existing VM instead of a
 // second clone.
 func (c *Caller) Clone(ctx context.Context, template int, name string, full bool, pool string, wait float64) (CloneResult, error) {
+	return c.CloneVM(ctx, CloneSpec{Template: template, Name: name, Full: full, Pool: pool, Wait: wait})
+}
+
+// CloneSpec is a clone as Clone takes it, plus the stand network the VM
+// joins (backends.CloneRequest.Network).
+type CloneSpec struct {
+	Template int
+	Name     string // without the owner prefix
+	Full     bool
+	Pool     string
+	Network  string
+	Wait     float64
+}
+
+// CloneVM is Clone with every option.
+func (c *Caller) CloneVM(ctx context.Context, s CloneSpec) (CloneResult, error) {
+	template, name, full, pool, wait := s.Template, s.Name, s.Full, s.Pool, s.Wait
 	lc, err := c.lifecycle()
 	if err != nil {
 		return CloneResult{}, err
@@ -121,7 +138,7 @@ func (c *Caller) Clone(ctx context.Context, template int, name string, full bool
 			return CloneResult{VMID: vm.VMID, Name: vm.Name, Node: vm.Node, Existed: true, Task: TaskResult{Done: true}}, nil
 		}
 	}
-	vmid, task, err := lc.Clone(ctx, backends.CloneRequest{Template: template, Name: fullName, Full: full, Pool: pool})
+	vmid, task, err := lc.Clone(ctx, backends.CloneRequest{Template: template, Name: fullName, Full: full, Pool: pool, Network: s.Network})
 	if errors.Is(err, backends.ErrExists) {
 		return CloneResult{}, wrap(err, "vm_list_my_vms shows it once the backend lists it; use that vmid", "")
 	}
@@ -259,6 +276,19 @@ func (v *VM) Stop(ctx context.Context, wait float64) (TaskResult, error) {
 // Destroy removes the VM and its disks.
 func (v *VM) Destroy(ctx context.Context, wait float64) (TaskResult, error) {
 	return v.task(ctx, wait, "destroy", func(lc backends.Lifecycle) (backends.Task, error) { return lc.Destroy(ctx, v.info.VMID) })
+}
+
+// Snapshots lists the VM's snapshots by name.
+func (v *VM) Snapshots(ctx context.Context) ([]string, error) {
+	sn, err := backends.As[backends.Snapshots](v.c.be, "snapshots")
+	if err != nil {
+		return nil, err
+	}
+	names, err := sn.ListSnapshots(ctx, v.info.VMID)
+	if err != nil {
+		return nil, wrap(err, "", "list the snapshots of vmid %d", v.info.VMID)
+	}
+	return names, nil
 }
 
 // Snapshot saves the VM's state under name.

@@ -21,6 +21,8 @@ type Script struct {
 	VM *VM
 	// Log receives the script's log lines and console output.
 	Log func(message string)
+	// Step hears each step a script marks (vm.step); nil only logs it.
+	Step func(n, of int, label string)
 	// Recipe runs a recipe on the same VM; set by the engine, which knows the
 	// scripts. Nil refuses recipe calls.
 	Recipe func(ctx context.Context, name string, params map[string]string) (json.RawMessage, error)
@@ -364,6 +366,22 @@ var table = map[string]call{
 		}
 		if h.Log != nil {
 			h.Log(a.Message)
+		}
+		return calls.Empty{}, nil
+	},
+	calls.Step: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
+		a, err := decode[calls.StepArgs](calls.Step, raw)
+		if err != nil {
+			return nil, err
+		}
+		if a.N < 1 || a.Of < a.N {
+			return nil, Failf("steps count from 1 up to of", "step %d of %d", a.N, a.Of)
+		}
+		if h.Log != nil {
+			h.Log(fmt.Sprintf("step %d/%d: %s", a.N, a.Of, a.Label))
+		}
+		if h.Step != nil {
+			h.Step(a.N, a.Of, a.Label)
 		}
 		return calls.Empty{}, nil
 	},

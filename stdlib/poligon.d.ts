@@ -232,6 +232,8 @@ declare namespace poligon {
     recipe(name: string, params?: { [name: string]: string }): unknown;
     /** Sleep, at most 600 seconds. Prefer a wait* verb. */
     sleep(seconds: number): void;
+    /** Mark the start of step n of `of` (1-based): a line in the step log, and the progress a stand's builder records and resumes from. */
+    step(n: number, of: number, label: string): void;
   }
 
   /** What a failed host call throws. An uncaught one ends the run with its message and hint. */

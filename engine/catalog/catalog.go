@@ -158,6 +158,25 @@ func (ss *Catalog) compile(ctx context.Context, src source) (*Script, error) {
 	return &Script{Name: m.Manifest().Name, File: src.file, Source: src.data, Sum: src.sum(), Module: m}, nil
 }
 
+// Compile loads a script that is not part of the catalog (a stand's
+// compiled module) the way the catalog loads its own: its require()s and
+// recipe calls resolve against the loaded scripts. Run runs it.
+func (ss *Catalog) Compile(ctx context.Context, file string, data []byte) (*Script, error) {
+	return ss.compile(ctx, source{file: file, data: data})
+}
+
+// Manifests answers the manifest of every loaded script by name (what a
+// stand plan's recipe and script steps may name).
+func (ss *Catalog) Manifests() map[string]runtime.Manifest {
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	out := make(map[string]runtime.Manifest, len(ss.byName))
+	for name, sc := range ss.byName {
+		out[name] = sc.Manifest()
+	}
+	return out
+}
+
 // resolve answers another script's source for require().
 func (ss *Catalog) resolve(name string) ([]byte, string, error) {
 	ss.mu.RLock()

@@ -43,6 +43,9 @@ type depthKey struct{}
 type RunHooks struct {
 	Log  func(msg string, args ...any)
 	Step func(call string, args, answer json.RawMessage, err error, took time.Duration)
+	// Progress hears the steps the script marks (vm.step): a stand's
+	// builder records them.
+	Progress func(n, of int, label string)
 }
 
 // Run runs a script on v (v's lock is held for the run; its caller is
@@ -61,7 +64,7 @@ func (ss *Catalog) Run(ctx context.Context, v *hostapi.VM, sc *Script, params ma
 			hooks.Log(scrub(msg), scrubArgs(scrub, args)...)
 		}
 	}
-	host := &hostapi.Script{VM: v, Log: func(m string) { log(m) }}
+	host := &hostapi.Script{VM: v, Log: func(m string) { log(m) }, Step: hooks.Progress}
 	var seed [8]byte
 	rand.Read(seed[:])
 	header := transcript.Header{

@@ -46,6 +46,7 @@ const (
 	Log         = "log"            // LogArgs -> Empty
 	Recipe      = "recipe"         // RecipeArgs -> the recipe's own answer
 	Sleep       = "sleep"          // SleepArgs -> Empty
+	Step        = "step"           // StepArgs -> Empty
 )
 
 // Empty is the answer of calls that answer nothing but success.
@@ -337,4 +338,12 @@ type RecipeArgs struct {
 // SleepArgs sleeps; at most 600 seconds.
 type SleepArgs struct {
 	Seconds float64 `json:"seconds"`
+}
+
+// StepArgs marks the start of step N of Of, named Label: progress a stand's
+// builder records (and resumes from), and a line in the run's log.
+type StepArgs struct {
+	N     int    `json:"n"`
+	Of    int    `json:"of"`
+	Label string `json:"label"`
 }

@@ -229,6 +229,9 @@
       sleep(seconds) {
         call("sleep", { seconds: num("sleep", "seconds", seconds) });
       },
+      step(n, of, label) {
+        call("step", { n: num("step", "n", n), of: num("step", "of", of), label: str("step", "label", label) });
+      },
     };
     const groups = keys(vm);
     for (let i = 0; i < groups.length; i++) {

@@ -19,6 +19,12 @@ func (vm *VM) Recipe(name string, params map[string]string) (json.RawMessage, er
 	return answer, err
 }
 
+// Step marks the start of step n of of: a line in the step log, and the
+// progress a stand's builder records and resumes from.
+func (vm *VM) Step(n, of int, label string) error {
+	return vm.Call(calls.Step, calls.StepArgs{N: n, Of: of, Label: label}, nil)
+}
+
 // Sleep sleeps, at most 600 seconds. Prefer a Wait verb; use it rather than
 // time.Sleep, which the host does not see.
 func (vm *VM) Sleep(seconds float64) error {

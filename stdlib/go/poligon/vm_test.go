@@ -58,6 +58,7 @@ func TestVerbsEncodeTheirCalls(t *testing.T) {
 		{`log {"message":"hi"}`, func(vm *VM) error { return vm.Log("hi") }},
 		{`recipe {"name":"login"}`, func(vm *VM) error { _, err := vm.Recipe("login", nil); return err }},
 		{`sleep {"seconds":1}`, func(vm *VM) error { return vm.Sleep(1) }},
+		{`step {"n":1,"of":2,"label":"a"}`, func(vm *VM) error { return vm.Step(1, 2, "a") }},
 	} {
 		r := &recorder{}
 		if err := tc.do(NewVM(1, r.call)); err != nil {
