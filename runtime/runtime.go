@@ -69,6 +69,10 @@ type Manifest struct {
 	// Recipes lists the recipes the script's source names literally in
 	// vm.recipe("name", ...) calls, for load-time validation.
 	Recipes []RecipeCall `json:"recipes,omitempty"`
+	// MaxSleep is the longest literal x.sleep(<number>) in the script's
+	// source, in seconds (0: none), so a stand plan's sleep limit covers
+	// the recipes it calls.
+	MaxSleep float64 `json:"max_sleep,omitempty"`
 }
 
 // RecipeCall is one literal recipe call found in a script.
@@ -128,12 +132,13 @@ func (m Manifest) Bind(given map[string]string) (map[string]string, error) {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return nil, fmt.Errorf("script %s: unknown param %q (it declares %s)", m.Name, unknown[0], m.paramNames())
+		return nil, fmt.Errorf("script %s: unknown param %q (it declares %s)", m.Name, unknown[0], m.ParamNames())
 	}
 	return out, nil
 }
 
-func (m Manifest) paramNames() string {
+// ParamNames lists the declared params for messages: "a, b", or "none".
+func (m Manifest) ParamNames() string {
 	if len(m.Params) == 0 {
 		return "none"
 	}

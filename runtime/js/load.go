@@ -70,6 +70,7 @@ func Load(path string, source []byte, opts Options) (*Module, error) {
 		return nil, err
 	}
 	manifest.Recipes = recipes
+	manifest.MaxSleep = literalMaxSleep(file, source)
 	m.manifest = manifest
 	return m, nil
 }

@@ -4,6 +4,7 @@ import (
 	"reflect"
 
 	"github.com/dop251/goja/ast"
+	"github.com/dop251/goja/parser"
 
 	"github.com/poligon/poligon/runtime"
 )
@@ -26,6 +27,45 @@ func collectRecipes(program *ast.Program) []runtime.RecipeCall {
 		}
 	})
 	return calls
+}
+
+// literalMaxSleep is the longest x.sleep(<number literal>) the source makes,
+// 0 when none: a stand's validator bounds sleeps "after recipe expansion"
+// with it. It parses the source again (Load's own parse stays as it is);
+// a source that does not parse answers 0, and Load reports why.
+func literalMaxSleep(file string, source []byte) float64 {
+	program, err := parser.ParseFile(nil, file, wrapModule(source), 0, parser.WithDisableSourceMaps)
+	if err != nil {
+		return 0
+	}
+	longest := 0.0
+	walk(reflect.ValueOf(program), map[visited]bool{}, func(node any) {
+		if call, ok := node.(*ast.CallExpression); ok {
+			if s, ok := sleepCall(call); ok && s > longest {
+				longest = s
+			}
+		}
+	})
+	return longest
+}
+
+// sleepCall is the seconds of x.sleep(N) with N a number literal.
+func sleepCall(call *ast.CallExpression) (float64, bool) {
+	dot, ok := call.Callee.(*ast.DotExpression)
+	if !ok || dot.Identifier.Name != "sleep" || len(call.ArgumentList) == 0 {
+		return 0, false
+	}
+	lit, ok := call.ArgumentList[0].(*ast.NumberLiteral)
+	if !ok {
+		return 0, false
+	}
+	switch v := lit.Value.(type) {
+	case int64:
+		return float64(v), true
+	case float64:
+		return v, true
+	}
+	return 0, false
 }
 
 func recipeCall(call *ast.CallExpression) (runtime.RecipeCall, bool) {
