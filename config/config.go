@@ -56,6 +56,10 @@ type Config struct {
 	Grounding Model  `toml:"grounding"`
 	Events    Events `toml:"events"`
 
+	// Planner writes stand plans (stand_plan); Stands bounds them.
+	Planner Planner `toml:"planner"`
+	Stands  Stands  `toml:"stands"`
+
 	// Source names where each overridden value came from (for config check).
 	Source map[string]string `toml:"-"`
 	// File is the config file read, "" when none.
@@ -182,6 +186,34 @@ type Model struct {
 
 // Configured reports whether the endpoint is set.
 func (m Model) Configured() bool { return m.API != "" }
+
+// Planner is the text model that writes stand plans: an OpenAI-compatible
+// chat/completions endpoint. Its endpoint and key default to the vision
+// model's (PV_AI_API, PV_AI_KEY), so one endpoint can serve both.
+type Planner struct {
+	API   string `toml:"api"`   // the full chat/completions URL
+	Model string `toml:"model"` // default qwen3.8-27b
+	// Options: a JSON object merged into each request body (model and
+	// messages always win); default {"temperature":0.1,"max_tokens":3000}.
+	Options string   `toml:"options"`
+	Notes   string   `toml:"notes"`   // a file that replaces the shipped planner notes (the ALT rules)
+	Timeout Duration `toml:"timeout"` // per call; default 120s
+	// The key is never written in this file: KeyEnv names the variable
+	// (default PV_AI_PLAN_KEY, then the vision key), or KeyFile a file.
+	KeyEnv  string `toml:"key_env"`
+	KeyFile string `toml:"key_file"`
+
+	Key Secret `toml:"-"`
+}
+
+// Configured reports whether the planner has an endpoint.
+func (p Planner) Configured() bool { return p.API != "" }
+
+// Stands bounds stand plans.
+type Stands struct {
+	MaxMachines int `toml:"max_machines"` // per stand; default 4
+	MaxBuilding int `toml:"max_building"` // stands building at once per owner; default 2
+}
 
 // Events records model failures as data (POLIGON_MCP_EVENTS).
 type Events struct {
@@ -324,6 +356,9 @@ func (c *Config) applyModelEnv(env func(string) string) {
 	set("PV_AI_GROUND_API", &c.Grounding.API)
 	set("PV_AI_GROUND_MODEL", &c.Grounding.Model)
 	set("PV_AI_GROUND_COORDS", &c.Grounding.Coords)
+	set("PV_AI_PLAN_API", &c.Planner.API)
+	set("PV_AI_PLAN_MODEL", &c.Planner.Model)
+	set("PV_AI_PLAN_OPTIONS", &c.Planner.Options)
 	set("POLIGON_OCR_LANGUAGES", &c.OCR.Languages)
 	set("POLIGON_MCP_EVENTS", &c.Events.Dir)
 	flag := func(name string, dst *bool) {
@@ -349,6 +384,7 @@ func (c *Config) applyModelEnv(env func(string) string) {
 	}
 	c.Vision.Key = resolveKey(c.Vision, "PV_AI_KEY", env)
 	c.Grounding.Key = resolveKey(c.Grounding, "PV_AI_GROUND_KEY", env)
+	c.Planner.Key = resolveKey(Model{KeyEnv: c.Planner.KeyEnv, KeyFile: c.Planner.KeyFile}, "PV_AI_PLAN_KEY", env)
 }
 
 // applyBenchEnv reads the manual's POLIGON_MCP_STANDS and
@@ -546,6 +582,28 @@ func (c *Config) applyModelDefaults() {
 	}
 	if c.Events.MaxMB == 0 {
 		c.Events.MaxMB = 64
+	}
+	// The planner defaults to the vision endpoint and key, each on its own
+	// (the manual's PV_AI_PLAN_API / PV_AI_PLAN_KEY); a key named by
+	// key_env or key_file is that key or none.
+	p := &c.Planner
+	if p.API == "" {
+		p.API = v.API
+	}
+	if p.Key == "" && p.KeyEnv == "" && p.KeyFile == "" {
+		p.Key = v.Key
+	}
+	if p.Configured() && p.Model == "" {
+		p.Model = "qwen3.8-27b"
+	}
+	if p.Timeout.Duration == 0 {
+		p.Timeout.Duration = 120 * time.Second
+	}
+	if c.Stands.MaxMachines == 0 {
+		c.Stands.MaxMachines = 4
+	}
+	if c.Stands.MaxBuilding == 0 {
+		c.Stands.MaxBuilding = 2
 	}
 }
 
@@ -791,6 +849,7 @@ func (c *Config) checkEyes() []error {
 			}
 		}
 	}
+	problems = append(problems, c.checkPlanner()...)
 	if c.Vision.SeeAlways && !c.Vision.Configured() {
 		bad("vision.see_always (POLIGON_MCP_SEE_ALWAYS) needs a vision model: set vision.api (PV_AI_API) and its key")
 	}
@@ -801,6 +860,42 @@ func (c *Config) checkEyes() []error {
 		if fi, err := os.Stat(c.Events.Dir); err != nil || !fi.IsDir() {
 			bad("events.dir %q is not a directory", c.Events.Dir)
 		}
+	}
+	return problems
+}
+
+// checkPlanner checks the planner and stand settings.
+func (c *Config) checkPlanner() []error {
+	var problems []error
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	p := c.Planner
+	if p.Configured() && !strings.HasPrefix(p.API, "https://") && !strings.HasPrefix(p.API, "http://") {
+		bad("planner.api (PV_AI_PLAN_API, default PV_AI_API) must be an http(s) URL of a chat/completions endpoint")
+	}
+	if p.Options != "" {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(p.Options), &obj); err != nil || obj == nil {
+			bad(`planner.options (PV_AI_PLAN_OPTIONS) must be a JSON object, e.g. {"temperature":0.1,"max_tokens":3000} (got %.40q)`, p.Options)
+		}
+	}
+	if p.KeyFile != "" {
+		if _, err := os.ReadFile(p.KeyFile); err != nil {
+			bad("planner.key_file: %v", err)
+		}
+	}
+	if p.Notes != "" {
+		if _, err := os.ReadFile(p.Notes); err != nil {
+			bad("planner.notes: %v (a text file of rules for the planner, or leave it out for the shipped notes)", err)
+		}
+	}
+	if p.Timeout.Duration < 0 {
+		bad("planner.timeout %s: must be positive", p.Timeout.Duration)
+	}
+	if c.Stands.MaxMachines < 1 {
+		bad("stands.max_machines %d: at least 1", c.Stands.MaxMachines)
+	}
+	if c.Stands.MaxBuilding < 1 {
+		bad("stands.max_building %d: at least 1", c.Stands.MaxBuilding)
 	}
 	return problems
 }

@@ -287,3 +287,102 @@ accel = "kvm"
 		t.Errorf("POLIGON_ACCEL=on: %v", problems)
 	}
 }
+
+// The planner takes each of its endpoint and key from the vision model's
+// unless its own is set; keys come from the environment or a file only.
+func TestPlanner(t *testing.T) {
+	c, problems := load(t, "", map[string]string{"PV_AI_API": "https://ai.example.org/v1/chat/completions", "PV_AI_KEY": "vision-key-123"})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	p := c.Planner
+	if p.API != c.Vision.API || p.Key.Reveal() != "vision-key-123" || p.Model != "qwen3.8-27b" || p.Timeout.Seconds() != 120 || !p.Configured() {
+		t.Errorf("planner from the vision defaults: %+v", p)
+	}
+	if c.Stands.MaxMachines != 4 || c.Stands.MaxBuilding != 2 {
+		t.Errorf("stands defaults: %+v", c.Stands)
+	}
+
+	keyFile := filepath.Join(t.TempDir(), "key")
+	os.WriteFile(keyFile, []byte("file-key-456\n"), 0o600)
+	c, problems = load(t, fmt.Sprintf(`
+[planner]
+api = "https://file.example.org/v1/chat/completions"
+model = "file-model"
+key_file = %q
+options = '{"temperature":0}'
+timeout = "30s"
+[stands]
+max_machines = 3
+max_building = 1
+`, keyFile), map[string]string{"PV_AI_API": "https://ai.example.org/v1", "PV_AI_KEY": "vision-key-123",
+		"PV_AI_PLAN_MODEL": "env-model", "PV_AI_PLAN_OPTIONS": `{"temperature":0.2,"max_tokens":9000}`})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	p = c.Planner
+	if p.API != "https://file.example.org/v1/chat/completions" || p.Model != "env-model" || p.Key.Reveal() != "file-key-456" ||
+		p.Options != `{"temperature":0.2,"max_tokens":9000}` || p.Timeout.Seconds() != 30 || c.Source["PV_AI_PLAN_MODEL"] != "env" {
+		t.Errorf("planner from file and env: %+v", p)
+	}
+	if c.Stands.MaxMachines != 3 || c.Stands.MaxBuilding != 1 {
+		t.Errorf("stands: %+v", c.Stands)
+	}
+
+	// Its own variables win; a key_env that names an empty variable is no
+	// key (not silently the vision one).
+	c, _ = load(t, "", map[string]string{"PV_AI_API": "https://ai.example.org/v1", "PV_AI_KEY": "vision-key-123",
+		"PV_AI_PLAN_API": "http://plan.example.org/v1/chat/completions", "PV_AI_PLAN_KEY": "plan-key-789"})
+	if c.Planner.API != "http://plan.example.org/v1/chat/completions" || c.Planner.Key.Reveal() != "plan-key-789" {
+		t.Errorf("PV_AI_PLAN_*: %+v", c.Planner)
+	}
+	c, _ = load(t, "[planner]\nkey_env = \"MY_PLAN_KEY\"\n", map[string]string{"PV_AI_API": "https://ai.example.org/v1", "PV_AI_KEY": "vision-key-123"})
+	if c.Planner.Key != "" {
+		t.Errorf("an empty key_env fell back to the vision key")
+	}
+	// Without a vision or planner endpoint there is no planner.
+	if c, _ := load(t, "", nil); c.Planner.Configured() {
+		t.Errorf("planner configured from nothing: %+v", c.Planner)
+	}
+	// Printing the config never shows the key.
+	var buf bytes.Buffer
+	toml.NewEncoder(&buf).Encode(c)
+	fmt.Fprintf(&buf, "%v %+v", c, c.Planner)
+	if strings.Contains(buf.String(), "vision-key-123") {
+		t.Errorf("the key printed:\n%s", buf.String())
+	}
+}
+
+func TestPlannerProblems(t *testing.T) {
+	_, problems := load(t, `
+[planner]
+api = "ftp://x"
+key = "inline-secret"
+`, nil)
+	if len(problems) != 1 || !strings.Contains(problems[0].Error(), "unknown keys: planner.key") {
+		t.Errorf("a key in the file: %v", problems)
+	}
+	_, problems = load(t, `
+[planner]
+api = "ftp://x"
+notes = "/nonexistent/notes.md"
+key_file = "/nonexistent/key"
+[stands]
+max_machines = -1
+max_building = -2
+`, map[string]string{"PV_AI_PLAN_OPTIONS": `[1,2]`})
+	var all []string
+	for _, p := range problems {
+		all = append(all, p.Error())
+	}
+	text := strings.Join(all, "\n")
+	for _, want := range []string{
+		"planner.api (PV_AI_PLAN_API, default PV_AI_API) must be an http(s) URL",
+		`planner.options (PV_AI_PLAN_OPTIONS) must be a JSON object, e.g. {"temperature":0.1,"max_tokens":3000}`,
+		"planner.notes:", "planner.key_file:", "stands.max_machines -1", "stands.max_building -2",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing problem %q in:\n%s", want, text)
+		}
+	}
+}

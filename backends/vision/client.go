@@ -210,12 +210,18 @@ func (c *Client) send(ctx context.Context, frame *image.RGBA, system string, tex
 		frame: frame, sentPNG: pngBytes, resized: sw != fb.Dx() || sh != fb.Dy(), label: label,
 	}
 	body := c.body(system, text(sw, sh), pngBytes)
+	return ex, c.post(ctx, ex, body)
+}
 
+// post sends one request body and decodes the completion into ex. Every
+// call that reaches the endpoint is counted; a call that got no completion
+// is logged, recorded and returned as an *Error.
+func (c *Client) post(ctx context.Context, ex *exchange, body []byte) error {
 	cctx, cancel := context.WithTimeout(ctx, c.ep.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(cctx, http.MethodPost, c.ep.URL, bytes.NewReader(body))
 	if err != nil { // Check accepted the URL, so this is unexpected; never quote it
-		return nil, fmt.Errorf("%s model: cannot make the request: the URL setting is not usable", c.ep.Purpose)
+		return fmt.Errorf("%s model: cannot make the request: the URL setting is not usable", c.ep.Purpose)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -228,7 +234,7 @@ func (c *Client) send(ctx context.Context, frame *image.RGBA, system string, tex
 	resp, err := c.http.Do(req)
 	if err != nil {
 		ex.call.Duration = time.Since(start)
-		return ex, c.fail(ctx, ex, c.transportError(ctx, err))
+		return c.fail(ctx, ex, c.transportError(ctx, err))
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	resp.Body.Close()
@@ -236,17 +242,17 @@ func (c *Client) send(ctx context.Context, frame *image.RGBA, system string, tex
 	ex.call.Status = resp.StatusCode
 	ex.body = raw
 	if err != nil {
-		return ex, c.fail(ctx, ex, c.transportError(ctx, err))
+		return c.fail(ctx, ex, c.transportError(ctx, err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return ex, c.fail(ctx, ex, c.statusError(resp.StatusCode, http.StatusText(resp.StatusCode), raw, retryAfter(resp.Header.Get("Retry-After"))))
+		return c.fail(ctx, ex, c.statusError(resp.StatusCode, http.StatusText(resp.StatusCode), raw, retryAfter(resp.Header.Get("Retry-After"))))
 	}
 	if len(raw) > maxBody {
-		return ex, c.fail(ctx, ex, c.bodyError("too_large", resp.StatusCode, fmt.Sprintf("with more than %d MB", maxBody>>20)))
+		return c.fail(ctx, ex, c.bodyError("too_large", resp.StatusCode, fmt.Sprintf("with more than %d MB", maxBody>>20)))
 	}
 	var cr chatResponse
 	if err := json.Unmarshal(raw, &cr); err != nil {
-		return ex, c.fail(ctx, ex, c.bodyError("not_json", resp.StatusCode,
+		return c.fail(ctx, ex, c.bodyError("not_json", resp.StatusCode,
 			fmt.Sprintf("with a body that is not a JSON chat completion (%d bytes: %s)", len(raw), c.scrub.head(string(raw), 120))))
 	}
 	if cr.Usage == nil || (cr.Usage.PromptTokens == nil && cr.Usage.CompletionTokens == nil) {
@@ -263,7 +269,7 @@ func (c *Client) send(ctx context.Context, frame *image.RGBA, system string, tex
 		if msg := errorMessage(cr.Error); msg != "" {
 			detail = "with an error: " + c.scrub.head(msg, 160)
 		}
-		return ex, c.fail(ctx, ex, c.bodyError("no_choices", resp.StatusCode, detail))
+		return c.fail(ctx, ex, c.bodyError("no_choices", resp.StatusCode, detail))
 	}
 	ch := cr.Choices[0]
 	ex.call.Finish = deref(ch.FinishReason)
@@ -277,7 +283,7 @@ func (c *Client) send(ctx context.Context, frame *image.RGBA, system string, tex
 		ex.content = deref(ch.Text)
 	}
 	c.nanos.Add(int64(ex.call.Duration))
-	return ex, nil
+	return nil
 }
 
 // fail counts, logs and records a call that got no completion.

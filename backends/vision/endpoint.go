@@ -15,6 +15,7 @@ import (
 const (
 	PurposeVision    = "vision"
 	PurposeGrounding = "grounding"
+	PurposePlanner   = "planner" // text only: Chat
 
 	CoordsPixels   = "pixels"   // pixels of the image sent
 	CoordsPermille = "permille" // 0-1000 of the image sent
@@ -57,11 +58,13 @@ const (
 	defaultTimeout         = 120 * time.Second
 	defaultVisionTokens    = 2000
 	defaultGroundingTokens = 256
+	defaultPlannerTokens   = 3000 // a 4-machine plan is ~1000 tokens; thinking needs far more (raise it then)
 )
 
 var (
 	defaultVisionOptions    = json.RawMessage(`{"temperature":0.1,"repetition_penalty":1.05}`)
 	defaultGroundingOptions = json.RawMessage(`{"temperature":0}`)
+	defaultPlannerOptions   = json.RawMessage(`{"temperature":0.1,"max_tokens":3000}`)
 )
 
 // Check says what is wrong with the endpoint's settings, all at once, or nil.
@@ -70,10 +73,10 @@ func (e Endpoint) Check() error {
 	var bad []string
 	name := "model"
 	switch e.Purpose {
-	case PurposeVision, PurposeGrounding:
+	case PurposeVision, PurposeGrounding, PurposePlanner:
 		name = e.Purpose
 	default:
-		bad = append(bad, fmt.Sprintf("purpose %q: want vision or grounding", e.Purpose))
+		bad = append(bad, fmt.Sprintf("purpose %q: want vision, grounding or planner", e.Purpose))
 	}
 	u, err := url.Parse(e.URL)
 	switch {
@@ -156,17 +159,24 @@ func (e Endpoint) withDefaults() Endpoint {
 	if e.Timeout == 0 {
 		e.Timeout = defaultTimeout
 	}
-	grounding := e.Purpose == PurposeGrounding
 	if e.MaxTokens == 0 {
-		e.MaxTokens = defaultVisionTokens
-		if grounding {
+		switch e.Purpose {
+		case PurposeGrounding:
 			e.MaxTokens = defaultGroundingTokens
+		case PurposePlanner:
+			e.MaxTokens = defaultPlannerTokens
+		default:
+			e.MaxTokens = defaultVisionTokens
 		}
 	}
 	if len(bytes.TrimSpace(e.Options)) == 0 {
-		e.Options = defaultVisionOptions
-		if grounding {
+		switch e.Purpose {
+		case PurposeGrounding:
 			e.Options = defaultGroundingOptions
+		case PurposePlanner:
+			e.Options = defaultPlannerOptions
+		default:
+			e.Options = defaultVisionOptions
 		}
 	}
 	return e

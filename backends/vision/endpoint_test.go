@@ -65,7 +65,7 @@ func TestCheck(t *testing.T) {
 		{func(e *Endpoint) { e.Options = json.RawMessage(`{"temperature":`) }, "options must be a JSON object"},
 		{func(e *Endpoint) { e.Options = json.RawMessage(`"x"`) }, "options must be a JSON object"},
 		{func(e *Endpoint) { e.Options = json.RawMessage(`{"stream":true}`) }, "may not set stream"},
-		{func(e *Endpoint) { e.Purpose = "planner" }, `purpose "planner"`},
+		{func(e *Endpoint) { e.Purpose = "painter" }, `purpose "painter"`},
 		{func(e *Endpoint) { e.Model = " " }, "model is empty"},
 		{func(e *Endpoint) { e.Key = testKey + "\n" }, "key contains"},
 		{func(e *Endpoint) { e.Timeout = -time.Second }, "timeout is negative"},

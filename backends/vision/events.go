@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"image"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -163,7 +164,10 @@ func (c *Client) record(ctx context.Context, ex *exchange, category, kind, errTe
 	if e == nil || ex == nil {
 		return
 	}
-	fb := ex.frame.Bounds()
+	var fb image.Rectangle // a text-only call (the planner) has no frame
+	if ex.frame != nil {
+		fb = ex.frame.Bounds()
+	}
 	ev := event{
 		TS: time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), ID: fmt.Sprintf("%s-%d", e.boot, e.seq.Add(1)),
 		Req: requestID(ctx), Kind: c.ep.Purpose, Category: category, Model: c.ep.Model,
@@ -181,12 +185,19 @@ func (c *Client) record(ctx context.Context, ex *exchange, category, kind, errTe
 		ev.Error = c.scrub.clean(errText)
 		ev.Label = ex.label
 		ev.Reason = c.scrub.head(ex.reasoning, 600)
-		ev.SamplePNG = filepath.Join("samples", ev.ID+".png")
+		if ex.frame != nil {
+			ev.SamplePNG = filepath.Join("samples", ev.ID+".png")
+		}
 		ev.SampleJSON = filepath.Join("samples", ev.ID+".json")
 		files = func() error {
-			png, err := c.framePNG(ex)
-			if err != nil {
-				return err
+			if ex.frame != nil {
+				png, err := c.framePNG(ex)
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(e.dir, ev.SamplePNG), png, 0o600); err != nil {
+					return err
+				}
 			}
 			s, _ := json.MarshalIndent(sample{
 				ID: ev.ID, Kind: ev.Kind, Category: category, Model: ev.Model, Status: ev.Status, Finish: ev.Finish,
@@ -194,9 +205,6 @@ func (c *Client) record(ctx context.Context, ex *exchange, category, kind, errTe
 				Label: ex.label, Content: c.scrub.clean(ex.content), Reasoning: c.scrub.clean(ex.reasoning),
 				Body: c.scrub.clean(string(ex.body)),
 			}, "", " ")
-			if err := os.WriteFile(filepath.Join(e.dir, ev.SamplePNG), png, 0o600); err != nil {
-				return err
-			}
 			return os.WriteFile(filepath.Join(e.dir, ev.SampleJSON), s, 0o600)
 		}
 	}

@@ -74,8 +74,12 @@ type Request struct {
 	Detail         string         // image_url.detail
 	ImageW, ImageH int            // the size of the PNG received
 	PNG            []byte
-	Err            string // what the server could not decode, "" when all went well
+	Messages       []Message // every message in order, with its text parts joined
+	Err            string    // what the server could not decode, "" when all went well
 }
+
+// Message is one message of a request: its role and its text.
+type Message struct{ Role, Text string }
 
 // keep bounds the requests held (a long benchmark makes thousands).
 const keep = 256
@@ -312,6 +316,7 @@ func decode(r *http.Request) Request {
 	for _, m := range msgs {
 		var s string
 		if json.Unmarshal(m.Content, &s) == nil {
+			req.Messages = append(req.Messages, Message{m.Role, s})
 			if m.Role == "system" {
 				req.System = s
 			} else {
@@ -331,9 +336,11 @@ func decode(r *http.Request) Request {
 			errs = append(errs, m.Role+" content: "+err.Error())
 			continue
 		}
+		msg := Message{Role: m.Role}
 		for _, p := range parts {
 			switch p.Type {
 			case "text":
+				msg.Text += p.Text
 				req.Text += p.Text
 			case "image_url":
 				req.Detail = p.ImageURL.Detail
@@ -355,6 +362,7 @@ func decode(r *http.Request) Request {
 				req.PNG, req.ImageW, req.ImageH = png, cfg.Width, cfg.Height
 			}
 		}
+		req.Messages = append(req.Messages, msg)
 	}
 	req.Err = strings.Join(errs, "; ")
 	return req
