@@ -76,6 +76,11 @@ var policies = map[string]toolPolicy{
 	"vm_gnome_login":   {destructiveClass, false, true, "a script: vm_login with session=gnome"},
 	"vm_lightdm_login": {destructiveClass, false, true, "a script: vm_login through lightdm"},
 	"vm_install":       {destructiveClass, false, true, "a script: apt-get install from the guest's mirrors, as root"},
+
+	"stand_plan":    {readOnlyClass, true, true, "changes nothing; the goal and the template list go to the planner model's endpoint"},
+	"stand_status":  {readOnlyClass, true, false, "reads the stand's record"},
+	"stand_apply":   {destructiveClass, false, true, "clones VMs and runs the plan's commands in them as root; a resume runs a cut step again"},
+	"stand_destroy": {destructiveClass, true, false, "removes every VM of the stand and its disks"},
 }
 
 // TestAnnotationsStateThePolicy checks every registered tool against its

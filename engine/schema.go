@@ -19,7 +19,8 @@ import (
 //	Button string `json:"button,omitempty" enum:"left,middle,right" default:"left"`
 //
 // Supported field types: string, bool, int, float64, *bool (a default of
-// true), map[string]string (free params). An embedded struct adds its
+// true), map[string]string (free params), json.RawMessage (any object, for
+// the handler to decode). An embedded struct adds its
 // fields: several tools share a group of arguments that way.
 
 // param is one property of a tool's input.
@@ -31,6 +32,7 @@ type param struct {
 	min, max *float64
 	enum     []string
 	required bool
+	raw      bool  // a JSON value the handler decodes itself (json.RawMessage): any object
 	index    []int // the field in the struct (through embedded ones); nil for dynamic params
 }
 
@@ -75,6 +77,11 @@ func paramsOf(t reflect.Type, prefix []int) []param {
 			p.kind = "number"
 		case reflect.Map:
 			p.kind = "object"
+		case reflect.Slice:
+			if f.Type != reflect.TypeFor[json.RawMessage]() {
+				panic(fmt.Sprintf("%s.%s: unsupported type %s", t, f.Name, f.Type))
+			}
+			p.kind, p.raw = "object", true // the handler decodes it (a stand plan)
 		default:
 			panic(fmt.Sprintf("%s.%s: unsupported type %s", t, f.Name, f.Type))
 		}
@@ -138,7 +145,7 @@ func (s spec) schema() json.RawMessage {
 		if len(p.enum) > 0 {
 			prop["enum"] = p.enum
 		}
-		if p.kind == "object" {
+		if p.kind == "object" && !p.raw {
 			prop["additionalProperties"] = map[string]any{"type": "string"}
 		}
 		props[p.name] = prop

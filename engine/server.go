@@ -19,8 +19,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/poligon/poligon/backends/vision"
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/engine/catalog"
+	"github.com/poligon/poligon/engine/stand"
 	"github.com/poligon/poligon/hostapi"
 	"github.com/poligon/poligon/internal/store"
 )
@@ -47,6 +49,10 @@ type Server struct {
 
 	inflight sync.WaitGroup
 	sessions sessionCalls // the calls in flight by MCP session
+
+	store   *store.Store // state shared with other processes (leases, stands); nil without state_dir
+	builds  *standBuilds // the stands this server builds
+	planner *stand.Planner
 }
 
 // lockDir is where VM locks meet other poligon processes using the same
@@ -102,6 +108,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		tools:    map[string]*Tool{},
 		problems: map[string]string{},
 		started:  time.Now(),
+		builds:   newStandBuilds(),
 	}
 	if opts.OpenBench == nil && len(cfg.Benches) > 0 {
 		return nil, fmt.Errorf("engine: no OpenBench to make the configured benches with")
@@ -119,16 +126,20 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	if cfg.StateDir != "" && hasPhysical(cfg) {
-		// Leases live in the store other poligon processes share.
+	if cfg.StateDir != "" {
+		// Leases and stands live in the store other poligon processes share.
 		st, err := store.Open(cfg.StateDir)
 		if err != nil {
 			s.Close()
 			return nil, err
 		}
-		s.env.Leases = st
+		s.store, s.env.Leases = st, st
 	}
 	s.audit = audit
+	if s.planner, err = stand.NewPlanner(cfg.Planner, vision.Options{Log: log}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("planner model: %w", err)
+	}
 	s.metrics = newMetrics(s)
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "poligon", Version: Version}, &mcp.ServerOptions{
 		Instructions: instructions,
@@ -396,8 +407,10 @@ func (s *Server) Wait(ctx context.Context) error {
 	}
 }
 
-// Close releases the benches' connections. Running VMs keep running.
+// Close releases the benches' connections. Running VMs keep running; a
+// stand building is interrupted (stand_apply resume=true continues it).
 func (s *Server) Close() error {
+	s.builds.closeAll(30 * time.Second)
 	for _, b := range s.benches {
 		b.Close()
 	}
@@ -407,8 +420,8 @@ func (s *Server) Close() error {
 	if s.scripts != nil {
 		s.scripts.Close()
 	}
-	if s.env.Leases != nil {
-		s.env.Leases.Close()
+	if s.store != nil {
+		s.store.Close()
 	}
 	return nil
 }

@@ -6,11 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/poligon/poligon/engine"
 )
 
 const benchUsage = `usage: poligon bench VERB [args] [flags]
@@ -44,15 +39,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	path := fs.String("path", "", "media mount: the image's path under the storage")
 	mode := fs.String("mode", "", "media mount: cd or flash")
 	boot := fs.Bool("boot", false, "media mount: boot from it once")
-	var pos []string
-	for len(rest) > 0 { // positional arguments may come before, between or after flags
-		if err := fs.Parse(rest); err != nil {
-			return exitError(2)
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos, rest = append(pos, fs.Arg(0)), fs.Args()[1:]
+	pos, err := parseInterleaved(fs, rest)
+	if err != nil {
+		return exitError(2)
 	}
 	tool, targs, ok := benchCall(verb, pos)
 	if !ok {
@@ -79,33 +68,37 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closeSrv()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.MCP().Connect(ctx, st, nil)
+	cs, closeCS, err := inProcessClient(ctx, srv)
 	if err != nil {
 		return err
 	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "poligon-bench", Version: engine.Version}, nil).Connect(ctx, ct, nil)
+	defer closeCS()
+	out, failed, err := callText(ctx, cs, tool, targs)
 	if err != nil {
 		return err
 	}
-	defer cs.Close()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: targs})
-	if err != nil {
-		return err
-	}
-	var out []string
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			out = append(out, t.Text)
-		}
-	}
-	if res.IsError {
-		fmt.Fprintln(stderr, strings.Join(out, "\n"))
+	if failed {
+		fmt.Fprintln(stderr, out)
 		return exitError(1)
 	}
-	fmt.Fprintln(stdout, strings.Join(out, "\n"))
+	fmt.Fprintln(stdout, out)
 	return nil
+}
+
+// parseInterleaved parses flags that may come before, between or after the
+// positional arguments, and answers the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	return pos, nil
 }
 
 // benchCall maps a verb and its positional arguments to a tool call.

@@ -8,6 +8,7 @@
 //	poligon config check                       the effective config, secrets masked
 //	poligon image tiny|tiny-x                  build a template from Debian packages
 //	poligon bench status|lease|power|media ... the physical benches' tools
+//	poligon stand plan|apply|status|destroy|compile  multi-machine stands
 //	poligon version
 //	poligon --healthcheck URL                  exit 0 when URL answers 2xx
 package main
@@ -31,6 +32,7 @@ Usage:
   poligon config check                            print the effective config (secrets masked) and its problems
   poligon image tiny|tiny-x [DATA_DIR]            build a template from Debian packages
   poligon bench status|lease|release|power|media  physical benches: leases, power, virtual media
+  poligon stand plan|apply|status|destroy|compile stands: several machines built from a plan
   poligon version                                 print the version
   poligon --healthcheck URL                       exit 0 when URL answers 2xx (container health checks)
 
@@ -70,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = image(ctx, rest, stdout, stderr)
 	case "bench":
 		err = benchCmd(ctx, rest, stdout, stderr)
+	case "stand":
+		err = standCmd(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionLine())
 	case "help", "-h", "--help":

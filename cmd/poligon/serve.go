@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -30,6 +31,21 @@ type configFlags struct {
 	evidenceDir string
 	scriptsDir  string
 	dataDir     string
+}
+
+// args answers the flags as given, for a child poligon.
+func (c *configFlags) args() []string {
+	var out []string
+	for _, f := range []struct{ name, v string }{{"config", c.path}, {"evidence-dir", c.evidenceDir}, {"scripts", c.scriptsDir}, {"data-dir", c.dataDir}} {
+		if f.v != "" {
+			abs, err := filepath.Abs(f.v)
+			if err != nil {
+				abs = f.v
+			}
+			out = append(out, "--"+f.name, abs)
+		}
+	}
+	return out
 }
 
 func (c *configFlags) register(fs *flag.FlagSet) {

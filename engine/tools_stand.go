@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/store"
+)
+
+// The stand tools: plan a stand with a model, build it in the background,
+// follow it, destroy it. Answers are JSON: the model passes them on.
+
+type standPlanArgs struct {
+	Goal string `json:"goal" desc:"the stand in plain language: which machines, what to set up, what to check"`
+}
+
+type standApplyArgs struct {
+	Plan   json.RawMessage `json:"plan,omitempty" desc:"the plan: {name, machines: [{role, template, steps}], notes} (stand_plan writes one)"`
+	Stand  string          `json:"stand,omitempty" desc:"with resume=true: the interrupted or failed stand to continue"`
+	Pool   string          `json:"pool,omitempty" desc:"the pool to build in; needed only when you have several"`
+	Resume bool            `json:"resume,omitempty" desc:"continue stand from its first unfinished machine and step" default:"false"`
+}
+
+type standStatusArgs struct {
+	Stand string `json:"stand,omitempty" desc:"the stand; leave out to list yours"`
+}
+
+type standDestroyArgs struct {
+	Stand   string `json:"stand" desc:"the stand whose <owner>-repro-<stand>-* VMs to destroy"`
+	Confirm bool   `json:"confirm" desc:"must be true"`
+	Force   bool   `json:"force,omitempty" desc:"also stop a build in progress first" default:"false"`
+}
+
+func standTools() []*Tool {
+	return []*Tool{
+		newTool("stand_plan", "Ask the planner model to write a stand plan (1-4 VMs from templates, each set up with steps) for a goal in plain language. Answers JSON with the plan to pass to stand_apply; an invalid draft comes back as an error with its problems.",
+			titled(mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(true)}, "Plan a stand"), standPlan),
+		newTool("stand_apply", "Build a stand in the background from a plan (stand_plan writes one): clone each machine as <owner>-repro-<stand>-<role>, boot it, run its steps, snapshot it clean. Returns at once; follow with stand_status. resume=true continues an interrupted or failed stand.",
+			titled(runsInGuest, "Build a stand"), standApplyTool),
+		newTool("stand_status", "Progress of a stand (each machine: vmid, ip, every step), or the list of your stands.",
+			titled(readOnly, "Stand status"), standStatus),
+		newTool("stand_destroy", "Destroy every <owner>-repro-<stand>-* VM of yours and forget the stand. Refused while it builds unless force=true, which stops the build first.",
+			titled(destructiveIdempotent, "Destroy a stand"), standDestroy),
+	}
+}
+
+// jsonAnswer answers v as indented JSON, as an error result when failed.
+func jsonAnswer(v any, failed bool) *mcp.CallToolResult {
+	raw, _ := json.MarshalIndent(v, "", "  ")
+	return &mcp.CallToolResult{IsError: failed, Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}
+}
+
+func standPlan(ctx context.Context, c *Call, in *standPlanArgs) (*mcp.CallToolResult, error) {
+	s := c.Server
+	if s.planner == nil {
+		return nil, hostapi.Failf("configure [planner] (api, model, key_env) or PV_AI_PLAN_API/PV_AI_PLAN_KEY (default: the vision ones); or write the plan yourself and call stand_apply", "the planner model is not configured")
+	}
+	if s.scripts == nil {
+		return nil, errNoScripts
+	}
+	env, _, err := s.standEnv(ctx, c.Caller, benchOf(c), false)
+	if err != nil {
+		return nil, err
+	}
+	env.Building = 0 // a plan is not a build: the limit is stand_apply's
+	ans, err := s.planner.Plan(ctx, in.Goal, env)
+	if err != nil {
+		return nil, err
+	}
+	return jsonAnswer(ans, !ans.OK || !ans.Valid), nil
+}
+
+// benchOf answers the bench a call runs on (its configured name).
+func benchOf(c *Call) string {
+	_, name, _ := splitBench(c.Request.Params.Arguments)
+	if name == "" {
+		name = c.Server.cfg.DefaultBench
+	}
+	return name
+}
+
+func standApplyTool(ctx context.Context, c *Call, in *standApplyArgs) (*mcp.CallToolResult, error) {
+	s := c.Server
+	creds, err := s.callerOf(c.Request)
+	if err != nil {
+		return nil, err
+	}
+	name, err := s.applyStand(ctx, c.Caller, creds.creds, standApply{Plan: in.Plan, Stand: in.Stand, Pool: in.Pool, Resume: in.Resume, Bench: benchOf(c)})
+	if err != nil {
+		return nil, err
+	}
+	return jsonAnswer(map[string]any{"ok": true, "stand": name, "status": store.StandRunning}, false), nil
+}
+
+func standStatus(ctx context.Context, c *Call, in *standStatusArgs) (*mcp.CallToolResult, error) {
+	v, err := c.Server.standStatus(ctx, c.Caller, benchOf(c), in.Stand)
+	if err != nil {
+		return nil, err
+	}
+	return jsonAnswer(v, false), nil
+}
+
+func standDestroy(ctx context.Context, c *Call, in *standDestroyArgs) (*mcp.CallToolResult, error) {
+	if !in.Confirm {
+		return nil, hostapi.Failf("pass confirm=true", "stand_destroy destroys every VM of the stand: it needs confirm=true")
+	}
+	destroyed, failed, err := c.Server.destroyStand(ctx, c.Caller, benchOf(c), in.Stand, in.Force)
+	if err != nil {
+		return nil, err
+	}
+	if destroyed == nil {
+		destroyed = []int{}
+	}
+	if failed == nil {
+		failed = []map[string]any{}
+	}
+	return jsonAnswer(map[string]any{"ok": len(failed) == 0, "destroyed": destroyed, "failed": failed}, len(failed) > 0), nil
+}
+
+// StandView is a stand as stand_status shows it.
+type StandView struct {
+	OK       bool          `json:"ok"`
+	Stand    string        `json:"stand"`
+	Status   string        `json:"status"`
+	Machines []MachineView `json:"machines"`
+	Error    *string       `json:"error"`
+	Started  time.Time     `json:"started"`
+	Ended    *time.Time    `json:"ended,omitempty"`
+	Seconds  float64       `json:"seconds"`
+}
+
+// MachineView is one machine of a stand.
+type MachineView struct {
+	Role       string     `json:"role"`
+	Template   string     `json:"template"`
+	VMID       int        `json:"vmid,omitempty"`
+	Node       string     `json:"node,omitempty"`
+	IP         string     `json:"ip,omitempty"`
+	Status     string     `json:"status"`
+	Needs      []string   `json:"needs,omitempty"`
+	Steps      []StepView `json:"steps"`
+	Done       bool       `json:"done"`
+	Error      string     `json:"error,omitempty"`
+	Started    *time.Time `json:"started,omitempty"`
+	Ended      *time.Time `json:"ended,omitempty"`
+	Seconds    float64    `json:"seconds,omitempty"` // its own build time, clone to snapshot
+	Transcript string     `json:"transcript,omitempty"`
+}
+
+// StepView is one step of a machine.
+type StepView struct {
+	N       int        `json:"n"`
+	Label   string     `json:"label"`
+	Status  string     `json:"status"` // pending, running, done, failed, interrupted
+	Started *time.Time `json:"started,omitempty"`
+	Ended   *time.Time `json:"ended,omitempty"`
+	Error   string     `json:"error,omitempty"`
+}
+
+// StandSummary is one line of the list.
+type StandSummary struct {
+	Stand    string    `json:"stand"`
+	Status   string    `json:"status"`
+	Machines int       `json:"machines"`
+	Done     int       `json:"done"`
+	Error    string    `json:"error,omitempty"`
+	Started  time.Time `json:"started"`
+}
+
+func (s *Server) standStatus(ctx context.Context, who *hostapi.Caller, benchName, name string) (any, error) {
+	if _, err := s.standStore(); err != nil {
+		return nil, err
+	}
+	list, err := s.refreshStands(ctx, benchName, who.Owner())
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		out := []StandSummary{}
+		for _, st := range list {
+			sum := StandSummary{Stand: st.Name, Status: st.Status, Machines: len(st.Machines), Error: st.Error, Started: st.Created}
+			for _, m := range st.Machines {
+				if m.Status == "done" {
+					sum.Done++
+				}
+			}
+			out = append(out, sum)
+		}
+		return map[string]any{"ok": true, "stands": out}, nil
+	}
+	for _, st := range list {
+		if st.Name == name {
+			return viewStand(st), nil
+		}
+	}
+	return nil, hostapi.Failf("stand_status without stand lists yours; a stand is forgotten a day after it stopped (its VMs stay: stand_destroy finds them by name)", "no stand %s", name)
+}
+
+func viewStand(st store.Stand) StandView {
+	v := StandView{OK: true, Stand: st.Name, Status: st.Status, Started: st.Created, Machines: []MachineView{}}
+	end := time.Now().UTC()
+	if !st.Ended.IsZero() {
+		v.Ended, end = &st.Ended, st.Ended
+	}
+	v.Seconds = end.Sub(st.Created).Seconds()
+	if st.Error != "" {
+		v.Error = &st.Error
+	}
+	for _, m := range st.Machines {
+		mv := MachineView{Role: m.Role, Template: m.Template, VMID: m.VMID, Node: m.Node, IP: m.IP, Status: m.Status,
+			Needs: m.Needs, Done: m.Status == "done", Error: m.Error, Started: timePtr(m.Started), Ended: timePtr(m.Ended),
+			Transcript: m.Transcript, Steps: []StepView{}}
+		if !m.Started.IsZero() && !m.Ended.IsZero() {
+			mv.Seconds = m.Ended.Sub(m.Started).Seconds()
+		}
+		for _, step := range m.Steps {
+			sv := StepView{N: step.N, Label: step.Label, Started: timePtr(step.Started), Ended: timePtr(step.Ended), Error: step.Error, Status: "pending"}
+			switch {
+			case step.Error != "":
+				sv.Status = "failed"
+			case !step.Ended.IsZero():
+				sv.Status = "done"
+			case !step.Started.IsZero() && st.Status == store.StandRunning:
+				sv.Status = "running"
+			case !step.Started.IsZero():
+				sv.Status = "interrupted" // cut by a restart or a destroy: resume runs it again
+			}
+			mv.Steps = append(mv.Steps, sv)
+		}
+		v.Machines = append(v.Machines, mv)
+	}
+	return v
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
