@@ -587,7 +587,17 @@ func (mb *machineBuild) run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("clone %s: %w", mb.r.Templates[mb.i], err)
 	}
-	if _, err := mb.update(func(m *store.StandMachine) { m.VMID, m.Node = cr.VMID, cr.Node }); err != nil {
+	if _, err := mb.update(func(m *store.StandMachine) {
+		if m.VMID != 0 && m.VMID != cr.VMID {
+			// Its VM went away since (destroyed by hand): a fresh clone runs
+			// every step again.
+			m.IP = ""
+			for i := range m.Steps {
+				m.Steps[i] = store.StandStep{N: m.Steps[i].N, Label: m.Steps[i].Label}
+			}
+		}
+		m.VMID, m.Node = cr.VMID, cr.Node
+	}); err != nil {
 		return err
 	}
 	if err := cr.Task.Err(); err != nil {
