@@ -17,6 +17,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,15 @@ type Config struct {
 	AuditLog    string `toml:"audit_log"`    // JSON lines; "-" = stderr, "" = off
 	StateDir    string `toml:"state_dir"`    // transcripts, the Wasm compilation cache
 	LogLevel    string `toml:"log_level"`    // debug, info, warn, error
+	// LogFormat is how log lines are written: logfmt (default), json or
+	// text (slog's own key=value, for a terminal).
+	LogFormat string `toml:"log_format"`
+	// LogPayload adds the full text of a failed call (guest output, model
+	// answers, server bodies) at debug; the error line stops before it.
+	LogPayload bool `toml:"log_payload"`
+	// Dump records the raw RFB bytes of console sessions to this file (for
+	// test fixtures); "" records nothing.
+	Dump string `toml:"dump"`
 	// Accel is the qemu benches' accelerator unless a bench sets its own:
 	// auto (KVM when a probe guest runs under it, else TCG), kvm or tcg.
 	Accel string `toml:"accel"`
@@ -139,9 +149,15 @@ type Token struct {
 }
 
 // Server configures `poligon serve`.
+// Toolsets are the tool families a server can offer.
+var Toolsets = []string{"vm", "ui", "iso", "stand", "bench", "dataset", "scripts"}
+
 type Server struct {
 	Bind         string   `toml:"bind"`          // default 127.0.0.1:8811
 	AllowedHosts []string `toml:"allowed_hosts"` // Host values accepted besides loopback; "*" any
+	// Toolsets are the tool families offered: vm, ui, iso, stand, bench,
+	// dataset, scripts; empty: every family the benches can serve.
+	Toolsets []string `toml:"toolsets"`
 }
 
 // Limits bound what calls may ask for.
@@ -318,6 +334,21 @@ func (c *Config) applyEnv(env func(string) string) {
 	set("POLIGON_MCP_AUDIT", &c.AuditLog)
 	set("POLIGON_STATE", &c.StateDir)
 	set("POLIGON_LOG_LEVEL", &c.LogLevel)
+	set("POLIGON_LOG_FORMAT", &c.LogFormat)
+	set("POLIGON_MCP_DUMP", &c.Dump)
+	if v := env("POLIGON_MCP_LOG_PAYLOAD"); v != "" {
+		c.LogPayload = v == "1" || v == "true"
+		c.Source["POLIGON_MCP_LOG_PAYLOAD"] = "env"
+	}
+	if v := env("POLIGON_MCP_TOOLSETS"); v != "" {
+		c.Server.Toolsets = nil
+		for _, t := range strings.Split(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				c.Server.Toolsets = append(c.Server.Toolsets, t)
+			}
+		}
+		c.Source["POLIGON_MCP_TOOLSETS"] = "env"
+	}
 	set("POLIGON_ACCEL", &c.Accel)
 	set("POLIGON_MCP_BIND", &c.Server.Bind)
 	set("POLIGON_DEFAULT_BENCH", &c.DefaultBench)
@@ -493,6 +524,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "logfmt"
 	}
 	if c.Accel == "" {
 		c.Accel = "auto"
@@ -711,6 +745,16 @@ func (c *Config) Check() []error {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("log_level %q: use debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "logfmt", "json", "text":
+	default:
+		bad("log_format %q: use logfmt, json or text", c.LogFormat)
+	}
+	for _, t := range c.Server.Toolsets {
+		if !slices.Contains(Toolsets, t) {
+			bad("server.toolsets: unknown toolset %q: use %s", t, strings.Join(Toolsets, ", "))
+		}
 	}
 	if !validAccel(c.Accel) {
 		bad("accel %q: use auto, kvm or tcg", c.Accel)

@@ -27,9 +27,6 @@ import (
 	"github.com/poligon/poligon/internal/store"
 )
 
-// Version is set by the build (-ldflags -X).
-var Version = "dev"
-
 // Server is one poligon instance: its benches, tools and the MCP server
 // that serves them.
 type Server struct {

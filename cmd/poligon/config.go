@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 
 	"github.com/BurntSushi/toml"
 
@@ -117,19 +116,6 @@ func findImageScript(name string) (string, error) {
 }
 
 func versionLine() string {
-	v := engine.Version
-	commit, modified := "unknown", ""
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				commit = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					modified = " (modified)"
-				}
-			}
-		}
-	}
-	return fmt.Sprintf("poligon %s commit %s%s", v, commit, modified)
+	b := engine.BuildInfo()
+	return fmt.Sprintf("poligon %s commit %s clean %v", b.Version, b.Commit, b.Clean)
 }

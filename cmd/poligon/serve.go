@@ -103,6 +103,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	bind := fs.String("bind", "", "HTTP address (default 127.0.0.1:8811; POLIGON_MCP_BIND)")
 	var hosts stringList
 	fs.Var(&hosts, "allowed-host", "a Host value accepted besides loopback (repeatable; * any; POLIGON_MCP_ALLOWED_HOSTS)")
+	toolsets := fs.String("toolsets", "", "the tool families to offer, comma-separated: "+strings.Join(config.Toolsets, ",")+" (default: all the benches can serve; POLIGON_MCP_TOOLSETS)")
 	if err := fs.Parse(args); err != nil {
 		return exitError(2)
 	}
@@ -114,6 +115,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.Server.Bind = *bind
 	}
 	cfg.Server.AllowedHosts = append(cfg.Server.AllowedHosts, hosts...)
+	if *toolsets != "" {
+		cfg.Server.Toolsets = strings.Split(*toolsets, ",")
+		if problems := cfg.Check(); len(problems) > 0 {
+			fmt.Fprintf(stderr, "error: --toolsets: %v\n", errors.Join(problems...))
+			return exitError(2)
+		}
+	}
 	// Logs go to stderr: in stdio mode stdout belongs to the protocol.
 	log := newLogger(stderr, cfg.LogLevel)
 	transport := "http"
@@ -134,7 +142,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := srv.WatchScripts(ctx); err != nil {
 		return err
 	}
-	log.Info("poligon starting", "version", engine.Version, "transport", transport, "benches", len(cfg.Benches), "tools", len(srv.ToolNames()))
+	b := engine.BuildInfo()
+	log.Info("poligon starting", "version", b.Version, "commit", b.Commit, "clean", b.Clean, "transport", transport, "benches", len(cfg.Benches), "tools", len(srv.ToolNames()))
 	for name, facts := range srv.BenchFacts() {
 		args := []any{"bench", name}
 		for _, k := range slices.Sorted(maps.Keys(facts)) {
