@@ -24,6 +24,7 @@ import (
 	"github.com/poligon/poligon/engine/catalog"
 	"github.com/poligon/poligon/engine/stand"
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/logs"
 	"github.com/poligon/poligon/internal/store"
 )
 
@@ -145,9 +146,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		// Tools with list_changed (scripts come and go); no MCP logging.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
-	for _, t := range builtinTools() {
-		s.AddTool(t)
-	}
+	s.addBuiltinTools() // the offered toolsets' (toolsets.go)
 	return s, nil
 }
 
@@ -193,7 +192,13 @@ func (s *Server) AddTool(t *Tool) {
 	s.mu.Lock()
 	s.tools[t.Name] = t
 	s.mu.Unlock()
-	s.mcp.AddTool(t.def(), s.handler(t))
+	def := t.def()
+	if len(s.benches) == 1 {
+		// One bench: the bench argument can only name it, so the list
+		// every session pays for leaves it out (a call may still pass it).
+		def.InputSchema = withoutBench(t.Schema)
+	}
+	s.mcp.AddTool(def, s.handler(t))
 }
 
 // RemoveTool unregisters a tool; clients get list_changed.
@@ -277,7 +282,8 @@ func (s *Server) benchNames() []string {
 }
 
 // handler wraps a tool for the MCP server: who calls, on which bench,
-// with which arguments; then the tool; then the audit line and metrics.
+// with which arguments; then the tool; then the audit record, the tool
+// line and metrics. The call's req rides in ctx to every line it causes.
 func (s *Server) handler(t *Tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.inflight.Add(1)
@@ -287,19 +293,28 @@ func (s *Server) handler(t *Tool) mcp.ToolHandler {
 			ctx, done = s.sessions.track(ctx, req.Session.ID())
 			defer done()
 		}
+		id := logs.Req(ctx)
+		if id == "" {
+			id = reqIDs.Next()
+			ctx = logs.WithReq(ctx, id)
+		}
 		start := time.Now()
-		rec := auditRecord{Tool: t.Name, Transport: "stdio"}
+		rec := auditRecord{Req: id, Tool: t.Name, Transport: "stdio"}
 		res, err := s.call(ctx, t, req, &rec)
 		rec.Ms = time.Since(start).Seconds() * 1000
+		var shown logs.Cutting
 		switch {
 		case err != nil:
-			rec.Outcome, rec.Error = "failed", err.Error()
+			shown = logs.Cut(err.Error(), err)
+			rec.Outcome, rec.Error = "failed", auditText(shown)
 		case res.IsError:
-			rec.Outcome, rec.Error = "error", auditError(firstLine(res))
+			shown = logs.Cut(firstLine(res), rec.err)
+			rec.Outcome, rec.Error = "error", auditText(shown)
 		default:
 			rec.Outcome = "ok"
 		}
 		s.audit.write(rec)
+		s.logCall(ctx, &rec, rpcID(ctx), shown, res, err)
 		s.metrics.observe(t.Name, rec.Outcome, time.Since(start))
 		return res, err
 	}
@@ -307,18 +322,23 @@ func (s *Server) handler(t *Tool) mcp.ToolHandler {
 
 // call resolves the caller and the bench, decodes the arguments and runs
 // the tool. A refusal is a tool error; only a server failure is a Go error.
+// rec.err keeps the error behind a tool error, for where its payload starts.
 func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, rec *auditRecord) (*mcp.CallToolResult, error) {
+	refuse := func(err error) (*mcp.CallToolResult, error) {
+		rec.err = err
+		return errorResult(err), nil
+	}
 	c, err := s.callerOf(req)
 	if req.Extra != nil && req.Extra.Header != nil {
 		rec.Transport = "http"
 	}
 	rec.Caller = c.id
 	if err != nil {
-		return errorResult(err), nil
+		return refuse(err)
 	}
 	raw, benchName, err := splitBench(req.Params.Arguments)
 	if err != nil {
-		return errorResult(err), nil
+		return refuse(err)
 	}
 	if benchName == "" {
 		benchName = s.cfg.DefaultBench
@@ -327,14 +347,14 @@ func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, re
 	args, err := t.Decode(raw)
 	rec.Args = redactArgs(t, raw)
 	if err != nil {
-		return errorResult(err), nil
+		return refuse(err)
 	}
 	if t.VMID != nil {
 		rec.VMID = t.VMID(args)
 	}
 	who, err := s.Caller(ctx, c.creds, benchName)
 	if err != nil {
-		return errorResult(err), nil
+		return refuse(err)
 	}
 	rec.Owner = who.Owner()
 	who.WithProgress(progressTo(ctx, req))
@@ -342,13 +362,13 @@ func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, re
 	var dry *hostapi.DryRun
 	if errors.As(err, &dry) {
 		// A dry-run bench logs what it skipped; the answer says so.
-		s.log.Info("dry run", "tool", t.Name, "bench", benchName, "skipped", dry.What)
+		s.log.InfoContext(ctx, "dry run", "tool", t.Name, "bench", benchName, "skipped", dry.What)
 		return text("dry run: %s was logged and not done", dry.What), nil
 	}
 	if err != nil {
 		// A backend's failure is still the model's to read: as a Go error it
 		// would only see "internal error".
-		return errorResult(err), nil
+		return refuse(err)
 	}
 	return res, nil
 }

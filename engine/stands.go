@@ -19,6 +19,7 @@ import (
 	"github.com/poligon/poligon/engine/catalog"
 	"github.com/poligon/poligon/engine/stand"
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/logs"
 	"github.com/poligon/poligon/internal/store"
 )
 
@@ -246,6 +247,9 @@ type standApply struct {
 
 // applyStand checks and starts a build; the answer is the stand's name.
 func (s *Server) applyStand(ctx context.Context, who *hostapi.Caller, creds hostapi.Credentials, a standApply) (string, error) {
+	if a.Req == "" {
+		a.Req = logs.Req(ctx) // this stand_apply's: the build's lines keep it
+	}
 	st, err := s.standStore()
 	if err != nil {
 		return "", err
@@ -309,6 +313,11 @@ func (s *Server) applyStand(ctx context.Context, who *hostapi.Caller, creds host
 	plan, _ := json.Marshal(resolved.Plan)
 	key := standKey{a.Bench, owner, resolved.Name}
 	now := time.Now().UTC()
+	if a.Resume && env.Building >= env.MaxBuilding {
+		// Validation lets a resume past the limit (its own build is not one);
+		// the limit still holds for the builds it would add to.
+		return "", hostapi.Failf("wait for one to finish (stand_status), or stand_destroy one", "%d stands are building already, at most %d at a time", env.Building, env.MaxBuilding)
+	}
 	if a.Resume {
 		_, err = st.UpdateStand(ctx, key.bench, key.owner, key.name, now, func(rec *store.Stand) error {
 			if rec.Status == store.StandRunning {
@@ -345,7 +354,7 @@ func (s *Server) applyStand(ctx context.Context, who *hostapi.Caller, creds host
 		return "", err
 	}
 	bwho.ForScript()
-	bctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	bctx, cancel := context.WithCancelCause(logs.WithReq(context.WithoutCancel(ctx), a.Req))
 	b := &standBuild{cancel: cancel, done: make(chan struct{})}
 	s.builds.mu.Lock()
 	s.builds.running[key] = b
@@ -400,7 +409,11 @@ func standStoreError(err error) error {
 // build builds a stand: every machine at once, each one's steps waiting
 // for the machines whose address it uses.
 func (s *Server) build(ctx context.Context, cancel context.CancelCauseFunc, who *hostapi.Caller, key standKey, r stand.Resolved, script []byte, tplIDs map[string]int, pool string) {
-	log := s.log.With("stand", key.name, "owner", key.owner, "bench", key.bench)
+	req := logs.Req(ctx)
+	if req == "" {
+		req = logs.None
+	}
+	log := s.log.With("req", req, "stand", key.name, "owner", key.owner, "bench", key.bench)
 	log.Info("stand build started", "machines", len(r.Machines))
 	start := time.Now()
 	go s.watchCancel(ctx, cancel, key)

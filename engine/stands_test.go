@@ -103,7 +103,8 @@ func phase(t *testing.T, s *Server, stand, role, name string) store.StandPhase {
 // builds beside them. Then it destroys the stand.
 func TestStandOnTiny(t *testing.T) {
 	cfg := testConfig(t, testvm.DataDir(t))
-	s, cs := newServer(t, cfg)
+	s, logged := loggedServer(t, cfg)
+	cs := connect(t, s)
 	if err := s.LoadScripts(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +131,19 @@ func TestStandOnTiny(t *testing.T) {
 	raw, _ := json.MarshalIndent(v, "", "  ")
 	if v.Status != store.StandDone {
 		t.Fatalf("stand web ended %s:\n%s", v.Status, raw)
+	}
+	// The background build keeps the req of the stand_apply that started
+	// it: its own lines, each machine's, the steps' script runs and the
+	// backend's requests.
+	lines := logLines(t, logged.String())
+	req := toolLine(t, lines, "stand_apply")["req"]
+	for msg, n := range map[string]int{"stand build started": 1, "stand build ended": 1, "stand machine done": 3, "script finished": 3, "starting vm": 3} {
+		if got := len(withReq(lines, msg, req)); got != n {
+			t.Errorf("%d %q lines with req=%s, want %d", got, msg, req, n)
+		}
+	}
+	if len(withReq(lines, "qemu: guest agent request", req)) == 0 {
+		t.Errorf("no guest agent request line with req=%s", req)
 	}
 	server, client, solo := machineOf(t, v, "server"), machineOf(t, v, "client"), machineOf(t, v, "solo")
 	vms := myVMs(t, s)

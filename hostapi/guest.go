@@ -141,12 +141,21 @@ type ExpectFailed struct {
 }
 
 func (e *ExpectFailed) Error() string {
+	return fmt.Sprintf("%s, stdout %q, stderr %q", e.head(), lastChars(e.Result.Stdout, 1500), lastChars(e.Result.Stderr, 1500))
+}
+
+// head is what failed, without the guest's output.
+func (e *ExpectFailed) head() string {
 	why := fmt.Sprintf("exitcode %d", e.Result.Exit)
 	if e.Missing != "" && e.Result.Exit == 0 {
 		why = fmt.Sprintf("stdout does not contain %q", e.Missing)
 	}
-	return fmt.Sprintf("expect failed: %s, stdout %q, stderr %q", why, lastChars(e.Result.Stdout, 1500), lastChars(e.Result.Stderr, 1500))
+	return "expect failed: " + why
 }
+
+// SafeLen marks where the guest's output begins (logs.Payloaded): a log
+// line stops there, since the output can carry a password.
+func (e *ExpectFailed) SafeLen() int { return len(e.head()) }
 
 // Expect runs a command and fails unless it exits 0 and, when contains is
 // given, its stdout contains it.
@@ -156,7 +165,8 @@ func (v *VM) Expect(ctx context.Context, command string, timeout time.Duration, 
 		return res, err
 	}
 	if res.Exit != 0 || contains != "" && !strings.Contains(string(res.Stdout), contains) {
-		return res, &Error{Message: (&ExpectFailed{Command: command, Result: res, Missing: contains}).Error(),
+		ef := &ExpectFailed{Command: command, Result: res, Missing: contains}
+		return res, &Error{Message: ef.Error(), Err: ef,
 			Hint: "the command's own output is above; fix the command or the state it checks"}
 	}
 	return res, nil

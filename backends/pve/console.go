@@ -77,6 +77,7 @@ func (b *Backend) Console(ctx context.Context, vmid int) (backends.Screen, error
 			PasswordFunc: d.password,
 			Encodings:    []int32{rfb.EncodingZRLE, rfb.EncodingRaw}, // ZRLE: a websocket is no local socket
 			Logger:       b.log.With("vmid", vmid),
+			Dump:         b.dump,
 		})
 		s.mu.Lock()
 		delete(s.opening, vmid)

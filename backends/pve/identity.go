@@ -62,7 +62,7 @@ func (b *Backend) identity(ctx context.Context) (*identityAnswer, error) {
 	s.mu.Lock()
 	s.ident, s.identAt = ans, time.Now()
 	s.mu.Unlock()
-	b.log.Debug("pve: identity", "owner", b.owner, "pools", pools)
+	b.log.DebugContext(ctx, "pve: identity", "owner", b.owner, "pools", pools)
 	return ans, nil
 }
 

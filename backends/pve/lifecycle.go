@@ -305,7 +305,7 @@ func (b *Backend) members(ctx context.Context, pool string) map[int]bool {
 		}
 	} else if !errors.Is(err, ErrPermission) {
 		// Transient: ask again soon, but not once per VM of one list.
-		b.log.Debug("pve: reading pool members failed", "pool", pool, "err", err)
+		b.log.DebugContext(ctx, "pve: reading pool members failed", "pool", pool, "err", err)
 		ttl = time.Second
 	}
 	s.mu.Lock()
@@ -488,7 +488,7 @@ func (b *Backend) Clone(ctx context.Context, req backends.CloneRequest) (int, ba
 	}
 	b.cl.invalidate()
 	b.tok.memo(upid, taskMemo{vmid: newid})
-	b.log.Info("pve: cloning", "template", req.Template, "vmid", newid, "name", req.Name, "pool", req.Pool, "full", req.Full, "upid", upid)
+	b.log.InfoContext(ctx, "pve: cloning", "template", req.Template, "vmid", newid, "name", req.Name, "pool", req.Pool, "full", req.Full, "upid", upid)
 	return newid, backends.Task{ID: upid, VMID: newid}, nil
 }
 
@@ -595,7 +595,7 @@ func (b *Backend) Destroy(ctx context.Context, vmid int) (backends.Task, error) 
 	}
 	b.tok.forgetCreated(vmid)
 	b.closeConsoles(vmid)
-	b.log.Info("pve: destroying", "vmid", vmid, "upid", task.ID)
+	b.log.InfoContext(ctx, "pve: destroying", "vmid", vmid, "upid", task.ID)
 	return task, nil
 }
 

@@ -186,7 +186,7 @@ func (b *Backend) CreateFromISO(ctx context.Context, req backends.ISORequest) (i
 	b.cl.learnNode(vmid, node)
 	b.cl.invalidate()
 	b.tok.memo(upid, taskMemo{vmid: vmid})
-	b.log.Info("pve: creating from ISO", "vmid", vmid, "name", req.Name, "iso", req.ISO, "node", node, "upid", upid)
+	b.log.InfoContext(ctx, "pve: creating from ISO", "vmid", vmid, "name", req.Name, "iso", req.ISO, "node", node, "upid", upid)
 	return vmid, backends.Task{ID: upid, VMID: vmid}, nil
 }
 

@@ -81,6 +81,9 @@ type Config struct {
 	// token created): one per bench, from NewCluster. Nil makes a private
 	// one, which only this Backend uses (tests).
 	Cluster *Cluster
+	// ConsoleDump receives the raw RFB bytes every console's websocket
+	// carries from the server (rfb.Config.Dump); nil records nothing.
+	ConsoleDump io.Writer
 }
 
 // Backend is one token on one PVE cluster. It is cheap to make: hostapi may
@@ -97,6 +100,7 @@ type Backend struct {
 	owner    string
 	storage  string
 	log      *slog.Logger
+	dump     io.Writer
 	tls      *tlsSetup
 	cl       *Cluster
 	tok      *tokenState
@@ -150,11 +154,11 @@ func New(cfg Config) (*Backend, error) {
 	}
 	b := &Backend{
 		base: base, host: host, endpoint: endpoint, tokenID: tokenID, token: cfg.Token, secret: secret,
-		owner: owner, storage: cfg.Storage, tls: ts,
+		owner: owner, storage: cfg.Storage, tls: ts, dump: cfg.ConsoleDump,
 		log: log.With("backend", "pve", "endpoint", endpoint, "token", tokenID),
 	}
 	b.http = &http.Client{
-		Transport: &errorTransport{next: ts.transport(), scrub: b.scrub},
+		Transport: &errorTransport{next: ts.transport(), scrub: b.scrub, log: b.log},
 		Timeout:   requestTimeout,
 	}
 	b.api = proxmox.NewClient(base,

@@ -57,7 +57,7 @@ func (b *Backend) TaskStatus(ctx context.Context, id string) (backends.TaskStatu
 	if !st.Running {
 		st.ExitStatus = ans.ExitStatus
 		if strings.HasPrefix(ans.ExitStatus, "WARNINGS") {
-			b.log.Warn("pve: task ended with warnings (counted as success)", "upid", id, "exitstatus", ans.ExitStatus)
+			b.log.WarnContext(ctx, "pve: task ended with warnings (counted as success)", "upid", id, "exitstatus", ans.ExitStatus)
 			st.ExitStatus = "OK"
 		}
 		if st.ExitStatus == "" {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
-	msg := fmt.Sprintf("PVE answered %d to %s %s: %s", e.Status, e.Method, e.Path, e.Message)
+	msg := e.head() + ": " + e.Message
 	if len(e.Params) > 0 {
 		keys := make([]string, 0, len(e.Params))
 		for k := range e.Params {
@@ -60,6 +61,15 @@ func (e *APIError) Error() string {
 	}
 	return msg
 }
+
+func (e *APIError) head() string {
+	return fmt.Sprintf("PVE answered %d to %s %s", e.Status, e.Method, e.Path)
+}
+
+// SafeLen marks where PVE's own message begins (logs.Payloaded): a log
+// line keeps the status and the request, not the body's text, which can
+// echo what was sent.
+func (e *APIError) SafeLen() int { return len(e.head()) }
 
 var (
 	notRunningText = regexp.MustCompile(`VM \d+ (is )?not running`)
@@ -135,13 +145,27 @@ var _ backends.Hinted = (*APIError)(nil)
 // before go-proxmox sees it: go-proxmox keeps only the status line of a
 // 500, turns 401/403 into a reasonless ErrNotAuthorized and takes a 596 for
 // success.
+//
+// It also writes each request's debug line, with the req of the context
+// it was sent with: method, path (no query), status and ms; never a header.
 type errorTransport struct {
 	next  http.RoundTripper
 	scrub func(string) string
+	log   *slog.Logger
 }
 
 func (t *errorTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
 	res, err := t.next.RoundTrip(req)
+	if t.log != nil && t.log.Enabled(req.Context(), slog.LevelDebug) {
+		attrs := []any{"method", req.Method, "path", strings.TrimPrefix(req.URL.Path, "/api2/json"), "ms", time.Since(start).Milliseconds()}
+		if err != nil {
+			attrs = append(attrs, "err", t.scrub(err.Error()))
+		} else {
+			attrs = append(attrs, "status", res.StatusCode)
+		}
+		t.log.DebugContext(req.Context(), "pve: request", attrs...)
+	}
 	if err != nil || res.StatusCode < 400 {
 		return res, err
 	}

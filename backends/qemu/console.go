@@ -55,6 +55,7 @@ func (d *Driver) Console(ctx context.Context, vmid int) (backends.Screen, error)
 		},
 		KeyDelay: 5 * time.Millisecond, // above QEMU's key-delay-ms=4: no key is dropped
 		Logger:   d.log.With("vmid", vmid),
+		Dump:     d.opts.ConsoleDump,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("vmid %d console: %w", vmid, err)

@@ -53,6 +53,9 @@ type Options struct {
 	// Accel is auto (""), kvm or tcg: see ResolveAccel.
 	Accel  string
 	Logger *slog.Logger
+	// ConsoleDump receives the raw bytes the VNC server of every console
+	// sends (rfb.Config.Dump); nil records nothing.
+	ConsoleDump io.Writer
 
 	probe func(qemu string) kvmProbe // tests: instead of the KVM probe
 }

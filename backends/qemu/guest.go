@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"time"
 
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/qga"
+	"github.com/poligon/poligon/internal/logs"
 )
 
 // dialAgent connects to a running VM's guest agent socket. QEMU accepts
@@ -31,10 +34,20 @@ func (d *Driver) dialAgent(ctx context.Context, vmid int) (*qga.Client, error) {
 // agent's own answer drops the connection, so the next call redials; "nobody
 // answers" becomes ErrAgentNotRunning.
 func (d *Driver) agentDo(ctx context.Context, vmid int, fn func(*qga.Client) error) error {
+	start := time.Now()
 	err := d.agents.use(ctx, vmid, fn, func(err error) bool {
 		var gerr *qga.Error
 		return !errors.As(err, &gerr)
 	})
+	if d.log.Enabled(ctx, slog.LevelDebug) {
+		// The request line of the local backend, with the call's req.
+		attrs := []any{"vmid", vmid, "ms", time.Since(start).Milliseconds()}
+		if err != nil {
+			shown := logs.Cut(err.Error(), err)
+			attrs = append(attrs, "err", shown.Safe)
+		}
+		d.log.DebugContext(ctx, "qemu: guest agent request", attrs...)
+	}
 	var gerr *qga.Error
 	switch {
 	case err == nil, errors.As(err, &gerr), errors.Is(err, backends.ErrNotRunning), errors.Is(err, backends.ErrNotFound):

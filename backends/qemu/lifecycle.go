@@ -14,6 +14,7 @@ import (
 
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/qmp"
+	"github.com/poligon/poligon/internal/logs"
 )
 
 // vmName is what QEMU's -name and a DNS label both accept.
@@ -177,7 +178,7 @@ func (d *Driver) Clone(ctx context.Context, req backends.CloneRequest) (int, bac
 		}
 		return vmid, d.tasks.Start("qmclone", vmid, func(context.Context) error { return nil }), nil
 	}
-	return vmid, d.tasks.Start("qmclone", vmid, func(ctx context.Context) error {
+	return vmid, d.task(ctx, "qmclone", vmid, func(ctx context.Context) error {
 		l := d.lock(vmid)
 		l.Lock()
 		defer l.Unlock()
@@ -275,7 +276,7 @@ func (d *Driver) Start(ctx context.Context, vmid int) (backends.Task, error) {
 			return backends.Task{}, fmt.Errorf("vmid %d: %w", vmid, err)
 		}
 	}
-	return d.tasks.Start("qmstart", vmid, func(ctx context.Context) error {
+	return d.task(ctx, "qmstart", vmid, func(ctx context.Context) error {
 		l := d.lock(vmid)
 		l.Lock()
 		defer l.Unlock()
@@ -309,7 +310,7 @@ func (d *Driver) Stop(ctx context.Context, vmid int) (backends.Task, error) {
 	if _, err := d.config(vmid); err != nil {
 		return backends.Task{}, err
 	}
-	return d.tasks.Start("qmstop", vmid, func(ctx context.Context) error {
+	return d.task(ctx, "qmstop", vmid, func(ctx context.Context) error {
 		l := d.lock(vmid)
 		l.Lock()
 		defer l.Unlock()
@@ -321,7 +322,7 @@ func (d *Driver) stop(ctx context.Context, vmid int) error {
 	if gone, _ := d.end(ctx, vmid, d.opts.StopGrace, (*qmp.Client).SystemPowerdown); gone {
 		return nil
 	}
-	d.log.Info("vm ignored ACPI shutdown, stopping it hard", "vmid", vmid, "grace", d.opts.StopGrace)
+	d.log.InfoContext(ctx, "vm ignored ACPI shutdown, stopping it hard", "vmid", vmid, "grace", d.opts.StopGrace)
 	return d.kill(ctx, vmid)
 }
 
@@ -333,7 +334,7 @@ func (d *Driver) Destroy(ctx context.Context, vmid int) (backends.Task, error) {
 	if _, err := d.config(vmid); err != nil {
 		return backends.Task{}, err
 	}
-	return d.tasks.Start("qmdestroy", vmid, func(ctx context.Context) error {
+	return d.task(ctx, "qmdestroy", vmid, func(ctx context.Context) error {
 		l := d.lock(vmid)
 		l.Lock()
 		defer l.Unlock()
@@ -352,4 +353,16 @@ func (d *Driver) Destroy(ctx context.Context, vmid int) (backends.Task, error) {
 		}
 		return nil
 	}), nil
+}
+
+// task starts a background task (it outlives the call, as a PVE task
+// does) whose lines keep the req of the call that started it.
+func (d *Driver) task(ctx context.Context, typ string, vmid int, fn func(context.Context) error) backends.Task {
+	req := logs.Req(ctx)
+	return d.tasks.Start(typ, vmid, func(tctx context.Context) error {
+		if req != "" {
+			tctx = logs.WithReq(tctx, req)
+		}
+		return fn(tctx)
+	})
 }

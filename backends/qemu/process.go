@@ -153,7 +153,7 @@ func (d *Driver) launch(ctx context.Context, c vmConfig, loadvm string) error {
 	// A new session: the daemonized QEMU must not die with poligon's
 	// terminal or process group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	d.log.Info("starting vm", "vmid", c.VMID, "accel", d.accel.Mode)
+	d.log.InfoContext(ctx, "starting vm", "vmid", c.VMID, "accel", d.accel.Mode)
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {

@@ -23,7 +23,7 @@ func (d *Driver) Snapshot(ctx context.Context, vmid int, name string) (backends.
 	if names, _ := d.ListSnapshots(ctx, vmid); slices.Contains(names, name) {
 		return backends.Task{}, fmt.Errorf("vmid %d: snapshot %q %w", vmid, name, backends.ErrExists)
 	}
-	return d.tasks.Start("qmsnapshot", vmid, func(ctx context.Context) error {
+	return d.task(ctx, "qmsnapshot", vmid, func(ctx context.Context) error {
 		l := d.lock(vmid)
 		l.Lock()
 		defer l.Unlock()
@@ -56,7 +56,7 @@ func (d *Driver) Rollback(ctx context.Context, vmid int, name string) (backends.
 		return backends.Task{}, fmt.Errorf("vmid %d: snapshot %q: %w", vmid, name, backends.ErrNotFound)
 	}
 	withMemory := info.Snapshots[i].VMStateSize > 0
-	return d.tasks.Start("qmrollback", vmid, func(ctx context.Context) error {
+	return d.task(ctx, "qmrollback", vmid, func(ctx context.Context) error {
 		l := d.lock(vmid)
 		l.Lock()
 		defer l.Unlock()

@@ -44,6 +44,11 @@ type Config struct {
 	KeyDelay time.Duration
 	// Logger gets connection events; nil discards them.
 	Logger *slog.Logger
+	// Dump, if set, receives every byte the server sends, from its version
+	// string on, for each connection (POLIGON_MCP_DUMP: a test fixture).
+	// Shared by several clients it must be safe for concurrent writes. A
+	// failed write is ignored: the console never fails for its recording.
+	Dump io.Writer
 }
 
 // DefaultKeyDelay paces key events at QEMU's own rate: its VNC server queues
@@ -197,7 +202,11 @@ func (c *Client) dial(ctx context.Context) (*link, *decoder, error) {
 }
 
 func (c *Client) setup(conn net.Conn, password string) (*link, *decoder, error) {
-	r := bufio.NewReaderSize(conn, 64<<10)
+	var in io.Reader = conn
+	if c.cfg.Dump != nil {
+		in = dumpReader{conn, c.cfg.Dump}
+	}
+	r := bufio.NewReaderSize(in, 64<<10)
 	si, err := handshake(conn, r, password)
 	if err != nil {
 		return nil, nil, err
@@ -500,4 +509,18 @@ func (c *Client) liveLink(ctx context.Context) (*link, error) {
 			return nil, fmt.Errorf("rfb: waiting for the VNC connection to come back: %w", ctx.Err())
 		}
 	}
+}
+
+// dumpReader copies what it reads to w, ignoring w's errors.
+type dumpReader struct {
+	r io.Reader
+	w io.Writer
+}
+
+func (d dumpReader) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if n > 0 {
+		d.w.Write(p[:n])
+	}
+	return n, err
 }

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/poligon/poligon/internal/logs"
 )
 
 // maxBody bounds what the client reads of an answer; a chat completion of a
@@ -85,18 +87,14 @@ type Stats struct {
 	Total            time.Duration
 }
 
-type reqKey struct{}
-
 // WithRequest tags ctx with a tool call's correlation id; the client's log
-// lines and events carry it as req.
+// lines and events carry it as req. It is the engine's own (logs.WithReq):
+// a tool call's ctx already carries it.
 func WithRequest(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, reqKey{}, id)
+	return logs.WithReq(ctx, id)
 }
 
-func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(reqKey{}).(string)
-	return id
-}
+func requestID(ctx context.Context) string { return logs.Req(ctx) }
 
 // New checks ep and makes its client.
 func New(ep Endpoint, o Options) (*Client, error) {
@@ -248,12 +246,12 @@ func (c *Client) post(ctx context.Context, ex *exchange, body []byte) error {
 		return c.fail(ctx, ex, c.statusError(resp.StatusCode, http.StatusText(resp.StatusCode), raw, retryAfter(resp.Header.Get("Retry-After"))))
 	}
 	if len(raw) > maxBody {
-		return c.fail(ctx, ex, c.bodyError("too_large", resp.StatusCode, fmt.Sprintf("with more than %d MB", maxBody>>20)))
+		return c.fail(ctx, ex, c.bodyError("too_large", resp.StatusCode, fmt.Sprintf("with more than %d MB", maxBody>>20), ""))
 	}
 	var cr chatResponse
 	if err := json.Unmarshal(raw, &cr); err != nil {
 		return c.fail(ctx, ex, c.bodyError("not_json", resp.StatusCode,
-			fmt.Sprintf("with a body that is not a JSON chat completion (%d bytes: %s)", len(raw), c.scrub.head(string(raw), 120))))
+			fmt.Sprintf("with a body that is not a JSON chat completion (%d bytes", len(raw)), ": "+c.scrub.head(string(raw), 120)+")"))
 	}
 	if cr.Usage == nil || (cr.Usage.PromptTokens == nil && cr.Usage.CompletionTokens == nil) {
 		ex.call.UsageMissing = true
@@ -265,11 +263,11 @@ func (c *Client) post(ctx context.Context, ex *exchange, body []byte) error {
 		c.completionTokens.Add(int64(ex.call.CompletionTokens))
 	}
 	if len(cr.Choices) == 0 {
-		detail := "with no choices"
+		detail, body := "with no choices", ""
 		if msg := errorMessage(cr.Error); msg != "" {
-			detail = "with an error: " + c.scrub.head(msg, 160)
+			detail, body = "with an error", ": "+c.scrub.head(msg, 160)
 		}
-		return c.fail(ctx, ex, c.bodyError("no_choices", resp.StatusCode, detail))
+		return c.fail(ctx, ex, c.bodyError("no_choices", resp.StatusCode, detail, body))
 	}
 	ch := cr.Choices[0]
 	ex.call.Finish = deref(ch.FinishReason)
@@ -292,7 +290,13 @@ func (c *Client) fail(ctx context.Context, ex *exchange, e *Error) error {
 	c.nanos.Add(int64(ex.call.Duration))
 	attrs := []any{
 		"purpose", c.ep.Purpose, "model", c.ep.Model, "ms", ex.call.Duration.Milliseconds(),
-		"status", ex.call.Status, "category", e.Category, "kind", e.Kind, "error", e.msg,
+		"status", ex.call.Status, "category", e.Category, "kind", e.Kind,
+	}
+	// The line stops where the server's body begins.
+	if shown := logs.Cut(e.msg, e); shown.Chars > 0 {
+		attrs = append(attrs, "error", shown.Safe, "error_chars", shown.Chars)
+	} else {
+		attrs = append(attrs, "error", e.msg)
 	}
 	if id := requestID(ctx); id != "" {
 		attrs = append(attrs, "req", id)

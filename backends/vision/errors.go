@@ -33,11 +33,21 @@ type Error struct {
 	Status     int           // HTTP status, 0 when none arrived
 	RetryAfter time.Duration // from a 429/503 Retry-After header; the client never retries itself
 	msg        string
+	safe       int // msg[:safe] is ours; the rest a server's body or a model's answer (0: all ours)
 	hint       string
 	err        error // the cause, for errors.Is (context.Canceled, DeadlineExceeded)
 }
 
 func (e *Error) Error() string { return e.msg }
+
+// SafeLen marks where the text of a server's body begins (logs.Payloaded):
+// a log line stops there, since a body can echo the request back.
+func (e *Error) SafeLen() int {
+	if e.safe == 0 {
+		return len(e.msg)
+	}
+	return e.safe
+}
 
 // Hint says what to do about it (backends.Hinted).
 func (e *Error) Hint() string  { return e.hint }
@@ -161,18 +171,20 @@ func (c *Client) statusError(status int, statusText string, body []byte, retryAf
 	if retryAfter > 0 {
 		msg += fmt.Sprintf(" (retry after %s; the client does not retry)", retryAfter)
 	}
+	safe := len(msg)
 	if h := c.scrub.head(string(body), 160); h != "" {
 		msg += ": " + h
 	}
-	return &Error{Category: CategoryHTTP, Kind: "status", Status: status, RetryAfter: retryAfter, msg: msg, hint: hint}
+	return &Error{Category: CategoryHTTP, Kind: "status", Status: status, RetryAfter: retryAfter, msg: msg, safe: safe, hint: hint}
 }
 
-// bodyError words a 2xx answer that is no chat completion.
-func (c *Client) bodyError(kind string, status int, detail string) *Error {
+// bodyError words a 2xx answer that is no chat completion: detail is
+// ours, body (perhaps "") the head of what the server sent.
+func (c *Client) bodyError(kind string, status int, detail, body string) *Error {
 	hint := "the endpoint answered something that is not a chat completion: check that the URL is the chat/completions API, not a web page"
 	if kind == "no_choices" {
 		hint = "the endpoint answered without a completion: check the model name and the server's log"
 	}
-	return &Error{Category: CategoryHTTP, Kind: kind, Status: status,
-		msg: fmt.Sprintf("%s model answered HTTP %d but %s", c.ep.Purpose, status, detail), hint: hint}
+	msg := fmt.Sprintf("%s model answered HTTP %d but %s", c.ep.Purpose, status, detail)
+	return &Error{Category: CategoryHTTP, Kind: kind, Status: status, msg: msg + body, safe: len(msg), hint: hint}
 }

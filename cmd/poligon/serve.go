@@ -83,12 +83,6 @@ func (c *configFlags) load(stderr io.Writer) (*config.Config, error) {
 	return cfg, nil
 }
 
-func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
-}
-
 type stringList []string
 
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
@@ -111,6 +105,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := requireOutboundCAs(stderr); err != nil {
+		return err
+	}
 	if *bind != "" {
 		cfg.Server.Bind = *bind
 	}
@@ -123,7 +120,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	// Logs go to stderr: in stdio mode stdout belongs to the protocol.
-	log := newLogger(stderr, cfg.LogLevel)
+	log, closeLogs, err := openLogs(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLogs()
 	transport := "http"
 	if *stdio {
 		transport = "stdio"

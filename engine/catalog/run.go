@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/poligon/poligon/hostapi"
 	"github.com/poligon/poligon/hostapi/calls"
+	"github.com/poligon/poligon/internal/logs"
 	"github.com/poligon/poligon/internal/redact"
 	"github.com/poligon/poligon/runtime"
 	"github.com/poligon/poligon/runtime/transcript"
@@ -59,9 +61,14 @@ func (ss *Catalog) Run(ctx context.Context, v *hostapi.VM, sc *Script, params ma
 		return RunOutcome{Script: sc.Name, VMID: v.ID()}, hostapi.Failf("the tool's input schema lists its params", "%v", err)
 	}
 	scrub := secretScrubber(params)
+	req := logs.Req(ctx) // the tool call's (or stand_apply's) id: the run's lines carry it
 	log := func(msg string, args ...any) {
 		if hooks.Log != nil {
-			hooks.Log(scrub(msg), scrubArgs(scrub, args)...)
+			args = scrubArgs(scrub, args)
+			if req != "" {
+				args = append(args, "req", req)
+			}
+			hooks.Log(scrub(msg), args...)
 		}
 	}
 	host := &hostapi.Script{VM: v, Log: func(m string) { log(m) }, Step: hooks.Progress}
@@ -75,6 +82,9 @@ func (ss *Catalog) Run(ctx context.Context, v *hostapi.VM, sc *Script, params ma
 	defer w.Close()
 	redact := secretRedactor(params)
 	counted := &countingHost{next: hostAdapter(host), step: hooks.Step, redact: redact, scrub: scrub}
+	if ss.log != nil {
+		counted.log = ss.log.With("script", sc.Name, "vmid", v.ID())
+	}
 	rec := transcript.NewRecorder(scrubWriter{w, scrub}, header, counted, transcript.WithRedact(redact))
 	host.Recipe = func(ctx context.Context, name string, rp map[string]string) (json.RawMessage, error) {
 		return ss.runRecipe(ctx, rec, v, name, rp, log)
@@ -88,7 +98,9 @@ func (ss *Catalog) Run(ctx context.Context, v *hostapi.VM, sc *Script, params ma
 	out := RunOutcome{Script: sc.Name, VMID: v.ID(), Value: res.Value, Elapsed: time.Since(start), Transcript: path, Calls: int(counted.n.Load())}
 	if err != nil {
 		err = scriptFailure(sc.Name, err, out, scrub)
-		log("script failed", "err", err.Error())
+		// The line stops where guest output begins; the model reads it all.
+		shown := logs.Cut(err.Error(), err)
+		log("script failed", "err", shown.Safe, "error_chars", shown.Chars)
 		return out, err
 	}
 	if f, id, ok := host.LastShot(); ok {
@@ -141,20 +153,33 @@ func hostAdapter(h *hostapi.Script) runtime.Host {
 	})
 }
 
-// countingHost counts the calls that reach the host, and shows each to
-// step when set (arguments redacted, errors scrubbed).
+// countingHost counts the calls that reach the host, shows each to step
+// when set (arguments redacted, errors scrubbed) and logs each at debug
+// with the run's req (no arguments; an error up to its payload).
 type countingHost struct {
 	next   runtime.Host
 	n      atomic.Int64
 	step   func(call string, args, answer json.RawMessage, err error, took time.Duration)
 	redact func(call string, args json.RawMessage) json.RawMessage
 	scrub  func(string) string
+	log    *slog.Logger
 }
 
 func (c *countingHost) Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 	c.n.Add(1)
 	start := time.Now()
 	answer, err := c.next.Call(ctx, name, args)
+	if c.log != nil && c.log.Enabled(ctx, slog.LevelDebug) {
+		attrs := []any{"call", name, "ms", time.Since(start).Milliseconds()}
+		if err != nil {
+			shown := logs.Cut(c.scrub(err.Error()), err)
+			attrs = append(attrs, "error", shown.Safe)
+			if shown.Chars > 0 {
+				attrs = append(attrs, "error_chars", shown.Chars)
+			}
+		}
+		c.log.DebugContext(ctx, "script host call", attrs...)
+	}
 	if c.step != nil {
 		shown, shownErr := args, err
 		if c.redact != nil {

@@ -83,7 +83,7 @@ type local struct {
 }
 
 func openLocal(bc config.Bench, log *slog.Logger) (*local, error) {
-	d, err := qemu.New(qemu.Options{DataDir: bc.DataDir, Accel: bc.Accel, Logger: log})
+	d, err := qemu.New(qemu.Options{DataDir: bc.DataDir, Accel: bc.Accel, Logger: log, ConsoleDump: dumpWriter()})
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ type proxmox struct {
 
 func openPVE(bc config.Bench, cluster *pve.Cluster, log *slog.Logger) (*proxmox, error) {
 	cfg := pve.Config{URL: bc.API, CAFile: bc.CAFile, BackendID: bc.BackendID, Storage: bc.Storage, Logger: log,
-		Cluster: cluster}
+		Cluster: cluster, ConsoleDump: dumpWriter()}
 	// Check the URL, CA and backend id now, so a broken bench stops the
 	// server at start instead of failing every call.
 	probe := cfg
