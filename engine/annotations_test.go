@@ -87,7 +87,7 @@ var policies = map[string]toolPolicy{
 // row in policies: the hints say its class, idempotence and reach, and it
 // has a title for people.
 func TestAnnotationsStateThePolicy(t *testing.T) {
-	s, _ := newServer(t, testConfig(t, testvm.ShortTempDir(t)))
+	s, _ := newServer(t, fullSurface(testConfig(t, testvm.ShortTempDir(t))))
 	if err := s.LoadScripts(context.Background()); err != nil { // the shipped script tools too
 		t.Fatal(err)
 	}

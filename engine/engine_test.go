@@ -118,7 +118,7 @@ func mustRefuse(t *testing.T, cs *mcp.ClientSession, name string, args map[strin
 // testdata/schemas/<tool>.json; UPDATE_GOLDEN=1 rewrites them. A tool
 // without a golden file fails, so a new tool's schema is reviewed.
 func TestSchemasGolden(t *testing.T) {
-	s, _ := newServer(t, testConfig(t, testvm.ShortTempDir(t)))
+	s, _ := newServer(t, fullSurface(testConfig(t, testvm.ShortTempDir(t))))
 	if err := s.LoadScripts(context.Background()); err != nil { // the shipped script tools too
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -21,9 +22,12 @@ func (s *Server) Handler() http.Handler {
 		// interface we listen on; the SDK's guard only knows loopback.
 		DisableLocalhostProtection: true,
 		SessionTimeout:             sessionIdle,
+		// A client that loses its stream mid-call (a proxy's idle cut, a
+		// laptop's Wi-Fi) resumes it with Last-Event-ID and gets the rest.
+		EventStore: newEventStore(),
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.requireCredential(newSessionBinding(s.sessions.abandon).wrap(mcpHandler)))
+	mux.Handle("/mcp", s.requireCredential(newSessionBinding(s.sessions.abandon).wrap(withSSERetry(mcpHandler))))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		b := BuildInfo()
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": b.Version, "commit": b.Commit, "clean": b.Clean})
@@ -36,7 +40,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		writeJSON(w, code, map[string]any{
 			"status": status, "version": Version, "benches": len(s.benches), "bench": s.BenchFacts(),
-			"tools": len(s.ToolNames()), "eyes": s.EyesReport(), "problems": append([]string{}, problems...),
+			"tools": len(s.ToolNames()), "toolsets": s.Toolsets(), "eyes": s.EyesReport(), "problems": append([]string{}, problems...),
 		})
 	})
 	mux.Handle("/metrics", s.metrics.handler())
@@ -93,3 +97,54 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(v)
 }
+
+// eventStoreBytes bounds the SSE events kept for resumption, across every
+// session of the process: a few full-size screenshots' worth. Past it the
+// oldest events of every stream go first, and resuming from one of them
+// answers 400 (the call's answer is then lost; calling again is safe for
+// every wait). A closed session's events are freed at once.
+const eventStoreBytes = 16 << 20
+
+func newEventStore() *mcp.MemoryEventStore {
+	st := mcp.NewMemoryEventStore(nil)
+	st.SetMaxBytes(eventStoreBytes)
+	return st
+}
+
+// sseRetry is the reconnection delay every SSE stream announces (its retry
+// field, in ms). The SDK writes one only when it closes a stream itself, so
+// withSSERetry puts it in the first event block of each stream.
+const sseRetry = "1000"
+
+func withSSERetry(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&retryWriter{ResponseWriter: w}, r)
+	})
+}
+
+type retryWriter struct {
+	http.ResponseWriter
+	started bool
+}
+
+// Write prefixes the body of an event stream with the retry field: the SDK
+// writes whole event blocks, so it joins the first one.
+func (w *retryWriter) Write(b []byte) (int, error) {
+	if !w.started {
+		w.started = true
+		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+			if _, err := io.WriteString(w.ResponseWriter, "retry: "+sseRetry+"\n"); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *retryWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *retryWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,15 +1,23 @@
 package engine
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/backends/backendtest"
+	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
@@ -76,9 +84,10 @@ func TestHTTP(t *testing.T) {
 		t.Fatalf("/healthz = %d %s", code, body)
 	}
 	// /readyz shows the KVM decision (the operator's first question when
-	// VMs are slow), and no host path.
+	// VMs are slow) and the toolsets offered, and no host path.
 	if code, body := get(t, ts.URL+"/readyz", "", nil); !strings.Contains(body, `"problems"`) || code != 200 && code != 503 ||
-		!strings.Contains(body, `"accel":"`) || strings.Contains(body, s.cfg.DataDir) {
+		!strings.Contains(body, `"accel":"`) || strings.Contains(body, s.cfg.DataDir) ||
+		!strings.Contains(body, `"toolsets":["vm","ui","iso","stand","dataset","scripts"]`) {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
 	for _, host := range []string{"evil.example.com", "evil.example.com:8811", "10.1.2.3"} {
@@ -157,5 +166,199 @@ func TestHTTP(t *testing.T) {
 
 	if code, body := get(t, ts.URL+"/metrics", "", nil); code != 200 || !strings.Contains(body, `poligon_tool_calls_total{outcome="ok",tool="vm_list_my_vms"} 3`) {
 		t.Fatalf("/metrics = %d, missing the call counter:\n%s", code, body)
+	}
+}
+
+// sseEvent is one server-sent event as the wire carries it.
+type sseEvent struct{ id, name, data, retry string }
+
+// readEvents reads server-sent events from r until stop says so or the
+// stream ends.
+func readEvents(t *testing.T, r *bufio.Reader, stop func(sseEvent) bool) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var ev sseEvent
+	for {
+		line, err := r.ReadString('\n')
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" && (ev != sseEvent{}) {
+			out = append(out, ev)
+			if stop(ev) {
+				return out
+			}
+			ev = sseEvent{}
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			v = strings.TrimSpace(v)
+			switch k {
+			case "id":
+				ev.id = v
+			case "event":
+				ev.name = v
+			case "data":
+				ev.data = v
+			case "retry":
+				ev.retry = v
+			}
+		}
+		if err != nil {
+			return out
+		}
+	}
+}
+
+// mcpRequest sends one raw Streamable HTTP request as a 2025-11-25 client.
+func mcpRequest(t *testing.T, ctx context.Context, method, url, session, body string, headers ...string) *http.Response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, url+"/mcp", rd)
+	req.Header.Set("Authorization", "Bearer tester-token-0123456789")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s %s: %d %s", method, body, resp.StatusCode, b)
+	}
+	return resp
+}
+
+// A client that loses its POST stream in the middle of a long call (here
+// vm_wait_boot on a VM whose agent never answers: a progress line every
+// 2 s) reconnects with GET + Last-Event-ID and gets the rest, the answer
+// included, though the call ended while it was away.
+func TestHTTPResumeAfterDroppedStream(t *testing.T) {
+	be := backendtest.New("")
+	be.AddVM(backends.VM{VMID: 101, Name: "tester-repro-r", Status: "running"})
+	be.SetAgent(101, false)
+	cfg := testConfig(t, t.TempDir())
+	s, err := New(cfg, Options{OpenBench: func(config.Bench, *slog.Logger) (Bench, error) { return fakeBench{be}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	ctx := context.Background()
+
+	resp := mcpRequest(t, ctx, "POST", ts.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if session == "" {
+		t.Fatal("no Mcp-Session-Id")
+	}
+	mcpRequest(t, ctx, "POST", ts.URL, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
+
+	callCtx, drop := context.WithCancel(ctx)
+	resp = mcpRequest(t, callCtx, "POST", ts.URL, session,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"vm_wait_boot","arguments":{"vmid":101,"timeout":5},"_meta":{"progressToken":"p1"}}}`)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("the call answered %s, want an event stream", ct)
+	}
+	first := readEvents(t, bufio.NewReader(resp.Body), func(e sseEvent) bool { return strings.Contains(e.data, "notifications/progress") })
+	drop() // the stream is lost after the first progress line
+	resp.Body.Close()
+	if len(first) != 2 || first[0].name != "prime" || first[0].id == "" || first[0].data != "" || first[0].retry != sseRetry {
+		t.Fatalf("the POST stream began %+v, want a priming event with an id and retry %s, then the progress line", first, sseRetry)
+	}
+	last := first[1]
+	if last.id == "" || !strings.Contains(last.data, `"progressToken":"p1"`) {
+		t.Fatalf("the progress event %+v has no id or token", last)
+	}
+
+	// The call goes on without its stream and ends while nobody listens.
+	waitCtx, cancel := context.WithTimeout(ctx, backendtest.HangGuard)
+	defer cancel()
+	if err := s.Wait(waitCtx); err != nil {
+		t.Fatalf("the call did not end: %v", err)
+	}
+
+	resp = mcpRequest(t, ctx, "GET", ts.URL, session, "", "Last-Event-ID", last.id, "Accept", "text/event-stream")
+	defer resp.Body.Close()
+	rest := readEvents(t, bufio.NewReader(resp.Body), func(e sseEvent) bool { return strings.Contains(e.data, `"id":7`) })
+	if len(rest) == 0 || !strings.Contains(rest[len(rest)-1].data, `"id":7`) || !strings.Contains(rest[len(rest)-1].data, "not booted after 5 s") {
+		t.Fatalf("the resumed stream carried %+v, want the rest and the answer to call 7", rest)
+	}
+	progress := 0
+	for _, e := range rest {
+		if e.id == last.id || e.id == first[0].id {
+			t.Errorf("event %s came again after Last-Event-ID %s", e.id, last.id)
+		}
+		if strings.Contains(e.data, "notifications/progress") {
+			progress++
+		}
+	}
+	if progress == 0 {
+		t.Errorf("the resumed stream has no progress line of the ones sent while away: %+v", rest)
+	}
+}
+
+// The event store keeps at most eventStoreBytes (plus the one event being
+// added, which it always keeps) however much the streams send: the oldest
+// events go first.
+func TestEventStoreBounded(t *testing.T) {
+	st := newEventStore()
+	if st.MaxBytes() != eventStoreBytes {
+		t.Fatalf("MaxBytes = %d, want %d", st.MaxBytes(), eventStoreBytes)
+	}
+	ctx := context.Background()
+	const event = 64 << 10 // a screenshot answer's order of size
+	const sessions, streams, perStream = 8, 4, 3 * eventStoreBytes / (8 * 4 * event)
+	data := bytes.Repeat([]byte("x"), event)
+	for se := range sessions {
+		for sr := range streams {
+			st.Open(ctx, strconv.Itoa(se), strconv.Itoa(sr))
+		}
+	}
+	for i := range perStream {
+		for se := range sessions {
+			for sr := range streams {
+				st.Append(ctx, strconv.Itoa(se), strconv.Itoa(sr), data[:event-i%7])
+			}
+		}
+	}
+	// What each stream still holds: its events after the first index
+	// that has not been purged.
+	kept := 0
+	for se := range sessions {
+		for sr := range streams {
+			for idx := -1; idx < perStream; idx++ {
+				n, purged := 0, false
+				for d, err := range st.After(ctx, strconv.Itoa(se), strconv.Itoa(sr), idx) {
+					if errors.Is(err, mcp.ErrEventsPurged) {
+						purged = true
+						break
+					}
+					n += len(d)
+				}
+				if !purged {
+					kept += n
+					break
+				}
+			}
+		}
+	}
+	if kept > eventStoreBytes+event || kept < eventStoreBytes/2 {
+		t.Fatalf("the store keeps %d bytes after %d were sent, want at most %d (+ one event)", kept, sessions*streams*perStream*event, eventStoreBytes)
+	}
+	for _, err := range st.After(ctx, "0", "0", -1) {
+		if !errors.Is(err, mcp.ErrEventsPurged) {
+			t.Fatalf("the oldest event is still kept (err %v)", err)
+		}
+		break
 	}
 }

@@ -132,11 +132,23 @@ func renderOutcome(o catalog.RunOutcome) *mcp.CallToolResult {
 	return res
 }
 
-// scriptTools is how the catalog tells the server of tool scripts.
+// scriptTools is how the catalog tells the server of tool scripts, loaded
+// or reloaded; without the scripts toolset none becomes a tool (recipes and
+// stand plans still run them).
 type scriptTools struct{ s *Server }
 
-func (t scriptTools) AddScript(sc *catalog.Script)      { t.s.AddTool(t.s.scriptTool(sc)) }
-func (t scriptTools) RemoveScript(name string)          { t.s.RemoveTool("vm_" + name) }
+func (t scriptTools) AddScript(sc *catalog.Script) {
+	if t.s.offers("scripts") {
+		t.s.AddTool(t.s.scriptTool(sc))
+	}
+}
+
+func (t scriptTools) RemoveScript(name string) {
+	if t.s.offers("scripts") {
+		t.s.RemoveTool("vm_" + name)
+	}
+}
+
 func (t scriptTools) SetProblem(source, problem string) { t.s.SetProblem(source, problem) }
 
 // LoadScripts loads the shipped scripts and recipes and those of the

@@ -79,6 +79,21 @@ func newTool[In any](name, desc string, ann mcp.ToolAnnotations, handle func(ctx
 	return t
 }
 
+// withoutBench answers an input schema without its bench property.
+func withoutBench(schema json.RawMessage) json.RawMessage {
+	var sc map[string]any
+	if json.Unmarshal(schema, &sc) != nil {
+		return schema
+	}
+	props, _ := sc["properties"].(map[string]any)
+	delete(props, "bench")
+	out, err := json.Marshal(sc) // map keys sorted: as stable as the original
+	if err != nil {
+		return schema
+	}
+	return out
+}
+
 // splitBench takes the bench argument out of raw arguments.
 func splitBench(raw json.RawMessage) (json.RawMessage, string, error) {
 	if len(raw) == 0 || string(raw) == "null" {

@@ -23,41 +23,41 @@ import (
 type benchStatusArgs struct{}
 
 type benchLeaseArgs struct {
-	Minutes int `json:"minutes" desc:"how long: extends your own lease from now" min:"1" max:"480"`
+	Minutes int `json:"minutes" desc:"from now; extends your own lease" min:"1" max:"480"`
 }
 
 type benchReleaseArgs struct{}
 
 type benchPowerArgs struct {
-	Action  string `json:"action" desc:"status, or: on, off (graceful), off-hard, reset (hard), cycle" enum:"status,on,off,off-hard,reset,cycle"`
-	Confirm bool   `json:"confirm,omitempty" desc:"confirm a power action on a bench that asks for it" default:"false"`
+	Action  string `json:"action" desc:"off is graceful, reset hard" enum:"status,on,off,off-hard,reset,cycle"`
+	Confirm bool   `json:"confirm,omitempty" desc:"for a bench that asks for it" default:"false"`
 }
 
 type benchMediaArgs struct {
-	Action  string `json:"action" desc:"list the images, mount one, or eject" enum:"list,mount,eject"`
-	Image   string `json:"image,omitempty" desc:"mount: an image on the device (a name from list)"`
-	Filter  string `json:"filter,omitempty" desc:"list: only names containing this"`
-	Mode    string `json:"mode,omitempty" desc:"mount: present it as a CD or a USB flash drive" default:"cd" enum:"cd,flash"`
-	Storage string `json:"storage,omitempty" desc:"mount: fetch the image from this http storage (storage_list) ..."`
-	Path    string `json:"path,omitempty" desc:"... at this path under it"`
-	Boot    bool   `json:"boot,omitempty" desc:"mount: boot from it once at the next start, where the controller can" default:"false"`
-	Confirm bool   `json:"confirm,omitempty" desc:"confirm a media action on a bench that asks for it" default:"false"`
+	Action  string `json:"action" enum:"list,mount,eject"`
+	Image   string `json:"image,omitempty" desc:"mount: an image on the device (from list)"`
+	Filter  string `json:"filter,omitempty" desc:"list: names containing this"`
+	Mode    string `json:"mode,omitempty" desc:"mount: as a CD or a USB flash drive" default:"cd" enum:"cd,flash"`
+	Storage string `json:"storage,omitempty" desc:"mount: fetch from this http storage (storage_list) ..."`
+	Path    string `json:"path,omitempty" desc:"... at this path in it"`
+	Boot    bool   `json:"boot,omitempty" desc:"mount: boot from it once at the next start" default:"false"`
+	Confirm bool   `json:"confirm,omitempty" desc:"for a bench that asks for it" default:"false"`
 }
 
 type storageListArgs struct{}
 
 func benchTools() []*Tool {
 	return []*Tool{
-		newTool("bench_status", "The benches: TSV name, type, api, whether you may use it, the lease, the live power state of physical machines, and a description. Pick one, and find a free one before bench_lease.",
+		newTool("bench_status", "The benches as TSV: name, type, api, whether you may use it, lease, power state, description.",
 			titled(readOnly, "List the benches"), benchStatus),
-		newTool("bench_lease", "Lease a physical bench so nobody else uses it while you test (extends your own from now); refused while another holds it. Tools on a rental bench need your lease.",
+		newTool("bench_lease", "Lease a physical bench so nobody else uses it; refused while another holds it. A rental bench's tools need your lease.",
 			titled(mutating, "Lease a bench"), benchLease),
-		newTool("bench_release", "Release your lease of a bench early.", titled(idempotent, "Release a bench"), benchRelease),
-		newTool("bench_power", "Power a physical machine (bench=...): status, on, off (graceful), off-hard, reset, cycle. What the bench allows is its operator's choice; some ask for confirm=true or a human's approval.",
+		newTool("bench_release", "End your lease of a bench.", titled(idempotent, "Release a bench"), benchRelease),
+		newTool("bench_power", "Power a physical machine. What is allowed is the bench operator's choice; some ask for confirm=true or a human's approval.",
 			titled(destructive, "Power a physical machine"), benchPower),
-		newTool("bench_media", "Virtual media of a physical machine (bench=...): list the images, mount one as a CD or flash drive (an image on the device, or one fetched from an http storage), eject.",
+		newTool("bench_media", "Virtual media of a physical machine: list images, mount one as CD or flash drive (from the device or an http storage), eject.",
 			titled(destructive, "Virtual media"), benchMedia),
-		newTool("storage_list", "The distribution storages: TSV name, type (nfs, cifs, http, iso-pool), address, user, description: where install images come from for bench_media.",
+		newTool("storage_list", "The storages install images come from (bench_media) as TSV: name, type, address, user, description.",
 			titled(readOnly, "List the storages"), storageList),
 	}
 }

@@ -19,37 +19,37 @@ import (
 // refuse acting on a screen that has changed.
 
 type readArgs struct {
-	VMID  int  `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Boxes bool `json:"boxes,omitempty" desc:"add each line's box: w and h after x and y" default:"false"`
+	VMID  int  `json:"vmid" min:"1"`
+	Boxes bool `json:"boxes,omitempty" desc:"add each line's w and h" default:"false"`
 }
 
 type seeArgs struct {
-	VMID    int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Path    string  `json:"path,omitempty" desc:"also save the full-size PNG here, inside the server's evidence directory"`
-	Scale   float64 `json:"scale,omitempty" desc:"downscale the image (0.5 for a cheap look); detection runs on the full frame and coordinates stay full-size" min:"0" max:"1"`
-	Region  string  `json:"region,omitempty" desc:"one window only: an X window id, or a substring of its title, class or class name; the list is made for that window (and not cached)"`
-	User    string  `json:"user,omitempty" desc:"the desktop user whose X session region= looks in" default:"test"`
-	NoImage bool    `json:"no_image,omitempty" desc:"answer the element list only, no image" default:"false"`
+	VMID    int     `json:"vmid" min:"1"`
+	Path    string  `json:"path,omitempty" desc:"also save the full-size PNG here, in the evidence directory"`
+	Scale   float64 `json:"scale,omitempty" desc:"downscale the image; detection and coordinates stay full-size" min:"0" max:"1"`
+	Region  string  `json:"region,omitempty" desc:"one X11 window: its id, or part of its title or class (not cached)"`
+	User    string  `json:"user,omitempty" desc:"whose X session region looks in" default:"test"`
+	NoImage bool    `json:"no_image,omitempty" desc:"the element list only" default:"false"`
 }
 
 type clickLabelArgs struct {
-	VMID   int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Label  string `json:"label" desc:"the text the element shows (matched case-folded and fuzzily; Cyrillic and Latin look-alikes are one)"`
-	Kind   string `json:"kind,omitempty" desc:"narrow to an element type for the vision and grounding models (kind=icon skips OCR)" enum:"button,link,field,checkbox,radio,tab,menu,menuitem,list item,icon,text,window,other"`
-	Button string `json:"button,omitempty" desc:"mouse button" default:"left" enum:"left,middle,right"`
-	Count  int    `json:"count,omitempty" desc:"2 for a double click" default:"1" min:"1" max:"3"`
-	Frame  string `json:"frame,omitempty" desc:"the frame you aimed from (a screenshot's frame: line): refused, clicking nothing, if the screen changed at the target since"`
+	VMID   int    `json:"vmid" min:"1"`
+	Label  string `json:"label" desc:"the text it shows (fuzzy, case-folded; Cyrillic and Latin look-alikes match)"`
+	Kind   string `json:"kind,omitempty" desc:"narrow the match (icon skips OCR)" enum:"button,link,field,checkbox,radio,tab,menu,menuitem,list item,icon,text,window,other"`
+	Button string `json:"button,omitempty" default:"left" enum:"left,middle,right"`
+	Count  int    `json:"count,omitempty" desc:"2: a double click" default:"1" min:"1" max:"3"`
+	Frame  string `json:"frame,omitempty" desc:"the frame: line you aimed from; refused if the target changed since"`
 	Image  bool   `json:"image,omitempty" desc:"with screenshot: add the image to the element list" default:"false"`
 	afterArgs
 }
 
 func eyesTools() []*Tool {
 	return []*Tool{
-		newTool("ui_read", "On-screen text with coordinates by OCR (tesseract): TSV x, y, label, one line per word group, x,y its centre in full-size console pixels; a highlighted row (list or menu selection) gets selected in a fourth column; boxes=true adds w and h. No image. Fast: lines already read are remembered.",
+		newTool("ui_read", "Screen text by OCR as TSV: x, y (its centre, full-size pixels), label, and selected for a highlighted row. No image; lines read before are cached.",
 			titled(readOnly, "Read the screen's text"), readText),
-		newTool("ui_see", "Screenshot plus UI element detection by the vision model: the image and a TSV x, y, type, label in full-size console pixels (elements: 0 when there are none). Lists are cached by frame: the same screen again costs no model call. no_image=true answers the list only.",
+		newTool("ui_see", "Screenshot plus the vision model's UI elements as TSV: x, y, type, label (full-size pixels). Lists are cached by frame.",
 			titled(mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(true)}, "See the screen's elements"), see),
-		newTool("ui_click_label", "Click a UI element by its visible label, no coordinates needed: OCR first (exact boxes), then the vision model's element list of the same screen, then the grounding model (icons); several equally good matches are an error listing them. The answer says the point clicked and source: ocr|elements|grounding. screenshot=true adds the screen after the click (as an element list; the image with image=true).",
+		newTool("ui_click_label", "Click an element by its visible label: OCR first, then the vision model's elements, then the grounding model (icons); several equal matches are an error listing them. Answers the point and its source; screenshot=true adds the screen after (elements; image=true for the image).",
 			titled(runsInGuest, "Click by label"), clickLabel),
 	}
 }

@@ -17,52 +17,52 @@ import (
 // The guest tools: commands and files through the guest agent.
 
 type execArgs struct {
-	VMID    int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Command string `json:"command" desc:"a shell command, run as root by /bin/sh with umask 022, in the guest's own locale (prefix LC_ALL=C for English output)"`
-	Timeout int    `json:"timeout,omitempty" desc:"seconds the command may run; longer ones belong in vm_run" default:"120" min:"1" max:"3600"`
+	VMID    int    `json:"vmid" min:"1"`
+	Command string `json:"command" desc:"run as root by /bin/sh, umask 022, in the guest's locale (prefix LC_ALL=C for English)"`
+	Timeout int    `json:"timeout,omitempty" desc:"seconds it may run; longer: vm_run" default:"120" min:"1" max:"3600"`
 }
 
 type runArgs struct {
-	VMID    int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Command string  `json:"command" desc:"a long shell command (dist-upgrade, a build, a reboot), run detached as root; call again with the same command to keep waiting"`
-	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait for it, at most 50" default:"45" min:"0" max:"50"`
-	Restart bool    `json:"restart,omitempty" desc:"run it again although a run of the same command finished" default:"false"`
+	VMID    int     `json:"vmid" min:"1"`
+	Command string  `json:"command" desc:"the same command again keeps waiting"`
+	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait" default:"45" min:"0" max:"50"`
+	Restart bool    `json:"restart,omitempty" desc:"run it again though a run of it finished" default:"false"`
 }
 
 type execGUIArgs struct {
-	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Command    string  `json:"command" desc:"the program to launch in the desktop session, e.g. kcalc or gedit /etc/hosts"`
-	User       string  `json:"user,omitempty" desc:"the desktop user whose session it joins" default:"test"`
-	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with a screenshot once the screen settles or wait_window shows" default:"false"`
-	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"5000" min:"0" max:"50000"`
-	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot (0.5 for a cheap look); coordinates stay full-size" min:"0" max:"1"`
-	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
+	VMID       int     `json:"vmid" min:"1"`
+	Command    string  `json:"command" desc:"e.g. gedit /etc/hosts"`
+	User       string  `json:"user,omitempty" desc:"the desktop user" default:"test"`
+	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after it, once settled" default:"false"`
+	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for it to settle" default:"5000" min:"0" max:"50000"`
+	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot" min:"0" max:"1"`
+	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait for a window whose title or class contains this"`
 }
 
 type fileReadArgs struct {
-	VMID     int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Path     string `json:"path" desc:"absolute path of the file in the guest"`
-	Offset   int    `json:"offset,omitempty" desc:"byte offset to start at (continue a truncated read)" default:"0" min:"0"`
-	MaxBytes int    `json:"max_bytes,omitempty" desc:"bytes to read at most" default:"16384" min:"1" max:"1048576"`
+	VMID     int    `json:"vmid" min:"1"`
+	Path     string `json:"path" desc:"absolute, in the guest"`
+	Offset   int    `json:"offset,omitempty" desc:"continue a truncated read" default:"0" min:"0"`
+	MaxBytes int    `json:"max_bytes,omitempty" default:"16384" min:"1" max:"1048576"`
 }
 
 type fileWriteArgs struct {
-	VMID          int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Path          string `json:"path" desc:"absolute path of the file in the guest; it is replaced"`
-	ContentBase64 string `json:"content_base64" desc:"the file's content, base64"`
+	VMID          int    `json:"vmid" min:"1"`
+	Path          string `json:"path" desc:"absolute, in the guest; replaced"`
+	ContentBase64 string `json:"content_base64"`
 }
 
 func guestTools() []*Tool {
-	write := newTool("vm_file_write", "Write a file into the guest (yours only), replacing it.", titled(destructiveIdempotent, "Write a file in the guest"), fileWrite)
+	write := newTool("vm_file_write", "Write a file into the guest, replacing it.", titled(destructiveIdempotent, "Write a file in the guest"), fileWrite)
 	write.Redact = []string{"content_base64"}
 	return []*Tool{
-		newTool("vm_exec", "Run a shell command in the guest as root via the guest agent, with umask 022, in the guest's own locale; answers exit N, then stdout as is, then stderr after a --- stderr line when there is any. A command with non-ASCII bytes travels base64-encoded.",
+		newTool("vm_exec", "Run a shell command in the guest as root (guest agent): answers exit N, stdout, then stderr after a --- stderr line.",
 			titled(runsInGuest, "Run a shell command"), execTool),
-		newTool("vm_run", "Run a long command detached as root (dist-upgrade, a reboot, a build) and wait up to wait s (max 50): done exit N after S s, failed exit N ... or running for S s, then the last 20 lines of its output. Call again with the same command to keep waiting; a finished run is reported, not repeated (restart=true runs it again); an agent that stops answering across a reboot is waited for. State lives in /var/tmp/poligon-run in the guest.",
+		newTool("vm_run", "Run a long command detached as root (dist-upgrade, build, reboot): answers done or failed exit N after S s, or running for S s, and its last 20 output lines. The same command again keeps waiting; a finished run is reported, not repeated; a reboot is waited through.",
 			titled(runsInGuest, "Run a long command"), runTool),
-		newTool("vm_exec_gui", "Launch a GUI program inside the user's desktop session, detached, with the session's own DISPLAY/XAUTHORITY/WAYLAND_DISPLAY/DBUS_SESSION_BUS_ADDRESS/LANG/LC_* (read from the session's processes); answers whether it still runs after 2 s and its first output lines.",
+		newTool("vm_exec_gui", "Launch a GUI program detached in the user's desktop session, with its DISPLAY, WAYLAND_DISPLAY, D-Bus and locale: answers whether it runs after 2 s and its first output lines.",
 			titled(runsInGuest, "Launch a GUI program"), execGUI),
-		newTool("vm_file_read", "Read a file from the guest: text as is, a window of max_bytes from offset with a last line ... truncated at N of M bytes, continue with offset=N; a PNG or JPEG comes back as an image.",
+		newTool("vm_file_read", "Read a guest file: text from offset, at most max_bytes (a last line says truncated at N of M: continue with offset=N); a PNG or JPEG as an image.",
 			titled(readOnly, "Read a file from the guest"), fileRead),
 		write,
 	}

@@ -14,42 +14,42 @@ import (
 // The installer tools: ISOs, VMs that boot from one, their disks and CD.
 
 type isoListArgs struct {
-	Filter  string `json:"filter,omitempty" desc:"a substring of the ISO's name"`
-	Storage string `json:"storage,omitempty" desc:"the storage to list (Proxmox); default: the bench's ISO storage"`
+	Filter  string `json:"filter,omitempty" desc:"a substring of the name"`
+	Storage string `json:"storage,omitempty" desc:"default: the bench's ISO storage (Proxmox)"`
 }
 
 type createISOArgs struct {
-	Name    string `json:"name" desc:"the VM's name; it becomes <owner>-repro-<name>"`
-	ISO     string `json:"iso" desc:"the installer image, a volid from iso_list"`
-	DiskGB  int    `json:"disk_gb,omitempty" desc:"size of each disk in GB" default:"32" min:"1" max:"4096"`
-	MemMB   int    `json:"mem_mb,omitempty" desc:"memory in MB" default:"4096" min:"64" max:"262144"`
-	Cores   int    `json:"cores,omitempty" desc:"CPU cores" default:"2" min:"1" max:"64"`
-	Disks   int    `json:"disks,omitempty" desc:"how many disks (RAID installs want several)" default:"1" min:"1" max:"8"`
-	UEFI    bool   `json:"uefi,omitempty" desc:"boot with UEFI (OVMF) instead of BIOS" default:"false"`
-	Pool    string `json:"pool,omitempty" desc:"the pool to create it in, when you have several (Proxmox)"`
-	Storage string `json:"storage,omitempty" desc:"the storage for its disks (Proxmox)"`
+	Name    string `json:"name" desc:"becomes <owner>-repro-<name>"`
+	ISO     string `json:"iso" desc:"a volid from iso_list"`
+	DiskGB  int    `json:"disk_gb,omitempty" desc:"size of each disk" default:"32" min:"1" max:"4096"`
+	MemMB   int    `json:"mem_mb,omitempty" default:"4096" min:"64" max:"262144"`
+	Cores   int    `json:"cores,omitempty" default:"2" min:"1" max:"64"`
+	Disks   int    `json:"disks,omitempty" desc:"RAID installs want several" default:"1" min:"1" max:"8"`
+	UEFI    bool   `json:"uefi,omitempty" desc:"UEFI (OVMF) instead of BIOS" default:"false"`
+	Pool    string `json:"pool,omitempty" desc:"when you have several (Proxmox)"`
+	Storage string `json:"storage,omitempty" desc:"for its disks (Proxmox)"`
 }
 
 type diskResizeArgs struct {
-	VMID   int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Disk   string `json:"disk,omitempty" desc:"the disk: scsi0, scsi1, ... (disk0, disk1 on the local backend mean the same)" default:"scsi0"`
-	SizeGB int    `json:"size_gb" desc:"the new size in GB; disks only grow" min:"1" max:"65536"`
+	VMID   int    `json:"vmid" min:"1"`
+	Disk   string `json:"disk,omitempty" desc:"scsi0, scsi1, ... (or disk0, disk1)" default:"scsi0"`
+	SizeGB int    `json:"size_gb" desc:"the new size; disks only grow" min:"1" max:"65536"`
 }
 
 type diskAddArgs struct {
-	VMID   int `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	SizeGB int `json:"size_gb" desc:"size of each new disk in GB" min:"1" max:"65536"`
-	Count  int `json:"count,omitempty" desc:"how many disks to add" default:"1" min:"1" max:"8"`
+	VMID   int `json:"vmid" min:"1"`
+	SizeGB int `json:"size_gb" desc:"size of each" min:"1" max:"65536"`
+	Count  int `json:"count,omitempty" default:"1" min:"1" max:"8"`
 }
 
 func isoTools() []*Tool {
 	return []*Tool{
-		newTool("iso_list", "Installer ISOs on the bench's storage: TSV volid<TAB>size.", titled(readOnly, "List installer ISOs"), isoList),
-		newTool("vm_create_iso", "Create a VM that boots from an installer ISO (installer bugs: partitioning, RAID, LUKS), named <owner>-repro-<name>, with empty disks; it has no guest agent until installed, so drive the installer over the console (ui_*). Answers vmid N name on node; start it with vm_start.",
+		newTool("iso_list", "Installer ISOs on the bench's storage: TSV volid, size.", titled(readOnly, "List installer ISOs"), isoList),
+		newTool("vm_create_iso", "Create a VM <owner>-repro-<name> with empty disks that boots an installer ISO (partitioning, RAID, LUKS bugs). No guest agent until installed: vm_start, then drive the installer with ui_*.",
 			titled(idempotent, "Create a VM from an ISO"), createISO),
-		newTool("vm_eject", "Remove the installer CD (yours only) so the VM boots from disk after the install.", titled(destructiveIdempotent, "Eject the installer CD"), eject),
-		newTool("vm_disk_resize", "Grow a VM disk (yours only) when the installer's layout needs more.", titled(idempotent, "Grow a disk"), diskResize),
-		newTool("vm_disk_add", "Add empty disks (yours only), for RAID install bugs.", titled(mutating, "Add disks"), diskAdd),
+		newTool("vm_eject", "Remove the installer CD so the VM boots from disk.", titled(destructiveIdempotent, "Eject the installer CD"), eject),
+		newTool("vm_disk_resize", "Grow a VM disk.", titled(idempotent, "Grow a disk"), diskResize),
+		newTool("vm_disk_add", "Add empty disks (RAID installs).", titled(mutating, "Add disks"), diskAdd),
 	}
 }
 

@@ -15,35 +15,35 @@ import (
 // follow it, destroy it. Answers are JSON: the model passes them on.
 
 type standPlanArgs struct {
-	Goal string `json:"goal" desc:"the stand in plain language: which machines, what to set up, what to check"`
+	Goal string `json:"goal" desc:"in plain language: the machines, what to set up, what to check"`
 }
 
 type standApplyArgs struct {
-	Plan   json.RawMessage `json:"plan,omitempty" desc:"the plan: {name, machines: [{role, template, steps}], notes} (stand_plan writes one)"`
-	Stand  string          `json:"stand,omitempty" desc:"with resume=true: the interrupted or failed stand to continue"`
-	Pool   string          `json:"pool,omitempty" desc:"the pool to build in; needed only when you have several"`
-	Resume bool            `json:"resume,omitempty" desc:"continue stand from its first unfinished machine and step" default:"false"`
+	Plan   json.RawMessage `json:"plan,omitempty" desc:"{name, machines: [{role, template, steps}], notes}, as stand_plan writes"`
+	Stand  string          `json:"stand,omitempty" desc:"with resume: the stand to continue"`
+	Pool   string          `json:"pool,omitempty" desc:"when you have several"`
+	Resume bool            `json:"resume,omitempty" desc:"continue from the first unfinished machine and step" default:"false"`
 }
 
 type standStatusArgs struct {
-	Stand string `json:"stand,omitempty" desc:"the stand; leave out to list yours"`
+	Stand string `json:"stand,omitempty" desc:"leave out to list yours"`
 }
 
 type standDestroyArgs struct {
-	Stand   string `json:"stand" desc:"the stand whose <owner>-repro-<stand>-* VMs to destroy"`
+	Stand   string `json:"stand"`
 	Confirm bool   `json:"confirm" desc:"must be true"`
-	Force   bool   `json:"force,omitempty" desc:"also stop a build in progress first" default:"false"`
+	Force   bool   `json:"force,omitempty" desc:"stop a build in progress first" default:"false"`
 }
 
 func standTools() []*Tool {
 	return []*Tool{
-		newTool("stand_plan", "Ask the planner model to write a stand plan (1-4 VMs from templates, each set up with steps) for a goal in plain language. Answers JSON with the plan to pass to stand_apply; an invalid draft comes back as an error with its problems.",
+		newTool("stand_plan", "Ask the planner model for a stand plan (1-4 VMs from templates, each with setup steps) for a goal: answers the plan as JSON for stand_apply; an invalid draft is an error listing its problems.",
 			titled(mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(true)}, "Plan a stand"), standPlan),
-		newTool("stand_apply", "Build a stand in the background from a plan (stand_plan writes one): clone each machine as <owner>-repro-<stand>-<role>, boot it, run its steps, snapshot it clean. Returns at once; follow with stand_status. resume=true continues an interrupted or failed stand.",
+		newTool("stand_apply", "Build a stand in the background: clone each machine as <owner>-repro-<stand>-<role>, boot it, run its steps, snapshot it clean. Returns at once: follow with stand_status.",
 			titled(runsInGuest, "Build a stand"), standApplyTool),
-		newTool("stand_status", "Progress of a stand (each machine: vmid, ip, every step), or the list of your stands.",
+		newTool("stand_status", "A stand's progress (each machine: vmid, ip, steps), or your stands.",
 			titled(readOnly, "Stand status"), standStatus),
-		newTool("stand_destroy", "Destroy every <owner>-repro-<stand>-* VM of yours and forget the stand. Refused while it builds unless force=true, which stops the build first.",
+		newTool("stand_destroy", "Destroy a stand's VMs and forget it; refused while it builds unless force=true.",
 			titled(destructiveIdempotent, "Destroy a stand"), standDestroy),
 	}
 }

@@ -15,78 +15,78 @@ import (
 // The console tools: screenshots, waits on the screen, keyboard and mouse.
 
 type screenshotArgs struct {
-	VMID   int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Path   string  `json:"path,omitempty" desc:"also save the full-size PNG here, inside the server's evidence directory"`
-	Scale  float64 `json:"scale,omitempty" desc:"downscale the image (0.5 for a cheap state check); coordinates stay full-size" min:"0" max:"1"`
-	Region string  `json:"region,omitempty" desc:"one window only: an X window id, or a substring of its title, class or class name (X11 sessions; needs xdotool and xwininfo in the guest)"`
-	User   string  `json:"user,omitempty" desc:"the desktop user whose X session region= looks in" default:"test"`
+	VMID   int     `json:"vmid" min:"1"`
+	Path   string  `json:"path,omitempty" desc:"also save the full-size PNG here, in the evidence directory"`
+	Scale  float64 `json:"scale,omitempty" desc:"downscale (0.5: a cheap look); coordinates stay full-size" min:"0" max:"1"`
+	Region string  `json:"region,omitempty" desc:"one X11 window: its id, or part of its title or class (needs xdotool, xwininfo)"`
+	User   string  `json:"user,omitempty" desc:"whose X session region looks in" default:"test"`
 }
 
 type waitForArgs struct {
-	VMID       int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Window     string  `json:"window,omitempty" desc:"wait until a window whose title, class or class name contains this is visible; without it, wait until the screen stops changing"`
-	Gone       bool    `json:"gone,omitempty" desc:"with window: wait until no such window is visible" default:"false"`
-	Timeout    float64 `json:"timeout,omitempty" desc:"seconds to wait at most" default:"20" min:"0" max:"50"`
-	User       string  `json:"user,omitempty" desc:"the desktop user whose X session to look in" default:"test"`
-	Screenshot bool    `json:"screenshot,omitempty" desc:"add a screenshot to the answer" default:"false"`
-	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
+	VMID       int     `json:"vmid" min:"1"`
+	Window     string  `json:"window,omitempty" desc:"part of a window's title or class; leave out to wait for a still screen"`
+	Gone       bool    `json:"gone,omitempty" desc:"wait until the window is gone" default:"false"`
+	Timeout    float64 `json:"timeout,omitempty" desc:"seconds" default:"20" min:"0" max:"50"`
+	User       string  `json:"user,omitempty" desc:"whose X session to look in" default:"test"`
+	Screenshot bool    `json:"screenshot,omitempty" desc:"add a screenshot" default:"false"`
+	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot" min:"0" max:"1"`
 }
 
 // afterArgs are the arguments every input tool takes to answer with the
 // screen after its action.
 type afterArgs struct {
-	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after the action, as soon as it settles (or wait_window shows)" default:"false"`
-	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for the screen to settle, in ms" default:"3000" min:"0" max:"50000"`
-	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot; coordinates stay full-size" min:"0" max:"1"`
-	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait until a window whose title or class contains this shows"`
+	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after it, once settled" default:"false"`
+	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for it to settle" default:"3000" min:"0" max:"50000"`
+	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot" min:"0" max:"1"`
+	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait for a window whose title or class contains this"`
 }
 
 type clickArgs struct {
-	VMID   int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	X      int    `json:"x" desc:"console x in full-size pixels (see a screenshot's size line)" min:"0"`
-	Y      int    `json:"y" desc:"console y in full-size pixels" min:"0"`
-	Button string `json:"button,omitempty" desc:"mouse button" default:"left" enum:"left,middle,right"`
-	Count  int    `json:"count,omitempty" desc:"2 for a double click" default:"1" min:"1" max:"3"`
-	Frame  string `json:"frame,omitempty" desc:"the frame you aimed from (a screenshot's frame: line): refused, clicking nothing, if the screen changed near x,y since"`
+	VMID   int    `json:"vmid" min:"1"`
+	X      int    `json:"x" desc:"full-size console pixels" min:"0"`
+	Y      int    `json:"y" min:"0"`
+	Button string `json:"button,omitempty" default:"left" enum:"left,middle,right"`
+	Count  int    `json:"count,omitempty" desc:"2: a double click" default:"1" min:"1" max:"3"`
+	Frame  string `json:"frame,omitempty" desc:"the frame: line you aimed from; refused if the screen changed near x,y since"`
 	afterArgs
 }
 
 type dragArgs struct {
-	VMID  int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	X1    int    `json:"x1" desc:"start x, full-size pixels" min:"0"`
-	Y1    int    `json:"y1" desc:"start y" min:"0"`
-	X2    int    `json:"x2" desc:"end x" min:"0"`
-	Y2    int    `json:"y2" desc:"end y" min:"0"`
-	Frame string `json:"frame,omitempty" desc:"the frame you aimed from: refused, dragging nothing, if the screen changed near either end since"`
+	VMID  int    `json:"vmid" min:"1"`
+	X1    int    `json:"x1" desc:"start, full-size pixels" min:"0"`
+	Y1    int    `json:"y1" min:"0"`
+	X2    int    `json:"x2" desc:"end" min:"0"`
+	Y2    int    `json:"y2" min:"0"`
+	Frame string `json:"frame,omitempty" desc:"the frame: line you aimed from; refused if the screen changed near either end since"`
 	afterArgs
 }
 
 type typeArgs struct {
-	VMID int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Text string `json:"text" desc:"text to type, character by character on a US layout (Shift for capitals and shifted symbols; \\n is Enter), at most 4096 bytes"`
+	VMID int    `json:"vmid" min:"1"`
+	Text string `json:"text" desc:"at most 4096 bytes, US layout; \\n is Enter"`
 	afterArgs
 }
 
 type keyArgs struct {
-	VMID int    `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Key  string `json:"key" desc:"a key or combination by qemu sendkey name: ret, tab, esc, spc, backspace, up, f2, ctrl-c, alt-f2, ctrl-alt-f2, ctrl-alt-delete"`
+	VMID int    `json:"vmid" min:"1"`
+	Key  string `json:"key" desc:"qemu sendkey name: ret, tab, esc, spc, backspace, up, f2, ctrl-c, alt-f2, ctrl-alt-f2, ctrl-alt-delete"`
 	afterArgs
 }
 
 func uiTools() []*Tool {
-	typeTool := newTool("ui_type", "Type text into the console character by character (keysym events; Shift is held for capitals and the shifted US symbols, so & and _ arrive as typed).",
+	typeTool := newTool("ui_type", "Type text as keysym events, holding Shift for capitals and shifted US symbols.",
 		titled(runsInGuest, "Type text"), typeText)
 	typeTool.Redact = []string{"text"}
 	return []*Tool{
-		newTool("ui_screenshot", "Screenshot of the VM console as an image, with one size line (1280x800); scale=0.5 for a cheap state check, region=<window> for one window of an X11 session; path also saves the full-size PNG in the server's evidence directory.",
+		newTool("ui_screenshot", "Screenshot of the VM console as an image, with a size line.",
 			titled(destructiveIdempotent, "Take a screenshot"), screenshot),
-		newTool("ui_wait_for", "Wait for the screen instead of guessing a delay: with window until a window whose title, class or class name contains it is visible (gone=true: until it is not), without it until the screen stops changing. Answers window ... after S s at x,y WxH, screen settled after S s, or timeout after S s; screenshot=true adds the image.",
+		newTool("ui_wait_for", "Wait, instead of guessing a delay, for a window to show (gone=true: to go), or without window for the screen to stop changing: answers what happened after S s, or timeout.",
 			titled(readOnly, "Wait for a window or a still screen"), waitFor),
-		newTool("ui_click", "Mouse click at console coordinates: move, press 300 ms, release; count=2 for a double click. screenshot=true answers with the screen as soon as it settles (settle_ms is the longest wait) or wait_window shows; otherwise ok.",
+		newTool("ui_click", "Click at console coordinates: move, press 300 ms, release. Answers ok, or with screenshot=true the screen after.",
 			titled(runsInGuest, "Click"), click),
-		newTool("ui_drag", "Drag with the left button from (x1,y1) to (x2,y2).", titled(runsInGuest, "Drag"), drag),
+		newTool("ui_drag", "Drag with the left button from x1,y1 to x2,y2.", titled(runsInGuest, "Drag"), drag),
 		typeTool,
-		newTool("ui_key", "Press a key or combination by qemu sendkey name (ret, tab, esc, ctrl-alt-f2, alt-f2, ctrl-c, ...).", titled(runsInGuest, "Press a key"), key),
+		newTool("ui_key", "Press a key or combination.", titled(runsInGuest, "Press a key"), key),
 	}
 }
 

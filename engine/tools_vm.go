@@ -18,67 +18,67 @@ import (
 // snapshots, destroy, task waits.
 
 type listTemplatesArgs struct {
-	Filter string `json:"filter,omitempty" desc:"a substring of the template name: answers vmid, name and node of the matches instead of the families"`
+	Filter string `json:"filter,omitempty" desc:"a substring of the name: list the matching templates instead of the families"`
 }
 
 type noArgs struct{}
 
 type vmArgs struct {
-	VMID int `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	VMID int `json:"vmid" min:"1"`
 }
 
 type waitArgs struct {
-	VMID int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Wait float64 `json:"wait,omitempty" desc:"seconds to wait for the operation; at most 50, then the answer names a upid for vm_task_wait" default:"30" min:"0" max:"50"`
+	VMID int     `json:"vmid" min:"1"`
+	Wait float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"50"`
 }
 
 type taskWaitArgs struct {
-	UPID    string  `json:"upid" desc:"the task id a previous answer named (task still running, upid=...)"`
-	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait, at most 50" default:"50" min:"0" max:"50"`
+	UPID    string  `json:"upid" desc:"the task id an answer named (upid=...)"`
+	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait" default:"50" min:"0" max:"50"`
 }
 
 type cloneArgs struct {
-	TemplateVMID int     `json:"template_vmid" desc:"the template to clone (vm_list_templates)" min:"1"`
-	Name         string  `json:"name,omitempty" desc:"the VM's name; it becomes <owner>-repro-<name>. Default: the template's name"`
-	Full         bool    `json:"full,omitempty" desc:"a full copy (true) or a linked clone (false)" default:"true"`
-	Pool         string  `json:"pool,omitempty" desc:"the pool to clone into, when you have several (Proxmox)"`
-	Wait         float64 `json:"wait,omitempty" desc:"seconds to wait for the clone; at most 50, then the answer names a upid for vm_task_wait" default:"30" min:"0" max:"50"`
+	TemplateVMID int     `json:"template_vmid" desc:"from vm_list_templates" min:"1"`
+	Name         string  `json:"name,omitempty" desc:"becomes <owner>-repro-<name>; default: the template's name"`
+	Full         bool    `json:"full,omitempty" desc:"a full copy, or a linked clone" default:"true"`
+	Pool         string  `json:"pool,omitempty" desc:"when you have several (Proxmox)"`
+	Wait         float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"50"`
 }
 
 type waitBootArgs struct {
-	VMID    int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait for the guest agent, at most 50; not booted yet means call again" default:"50" min:"0" max:"50"`
+	VMID    int     `json:"vmid" min:"1"`
+	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait for the guest agent" default:"50" min:"0" max:"50"`
 }
 
 type snapshotArgs struct {
-	VMID int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
-	Name string  `json:"name" desc:"the snapshot's name: a letter, then letters, digits, _ or -"`
-	Wait float64 `json:"wait,omitempty" desc:"seconds to wait; at most 50, then the answer names a upid for vm_task_wait" default:"30" min:"0" max:"50"`
+	VMID int     `json:"vmid" min:"1"`
+	Name string  `json:"name" desc:"a letter, then letters, digits, _ or -"`
+	Wait float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"50"`
 }
 
 type destroyArgs struct {
-	VMID    int     `json:"vmid" desc:"the VM (one of yours: vm_list_my_vms)" min:"1"`
+	VMID    int     `json:"vmid" min:"1"`
 	Confirm bool    `json:"confirm" desc:"must be true: the VM and its disks are gone for good"`
-	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait; at most 50, then the answer names a upid for vm_task_wait" default:"30" min:"0" max:"50"`
+	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"50"`
 }
 
 func vmTools() []*Tool {
 	return []*Tool{
-		newTool("vm_list_templates", "Clonable templates (not-for-clone ones are hidden). Without filter: TSV family<TAB>variants, one line per family; with a substring filter: TSV vmid<TAB>name<TAB>node, a name on several nodes folded into one line.",
+		newTool("vm_list_templates", "Clonable templates as TSV: family, variants; with filter: vmid, name, node.",
 			titled(readOnly, "List templates"), listTemplates),
-		newTool("vm_list_my_vms", "Your VMs (<owner>-repro-*, in your pools on Proxmox): a line naming the owner, then TSV vmid<TAB>name<TAB>node<TAB>status.",
+		newTool("vm_list_my_vms", "Your VMs: a line naming the owner, then TSV vmid, name, node, status.",
 			titled(readOnly, "List my VMs"), listMyVMs),
-		newTool("vm_task_wait", "Wait for a backend task (clone, start, stop, snapshot, ...) to finish, at most 50 s per call; answers done, failed, or still running: call again.",
+		newTool("vm_task_wait", "Wait for a backend task (clone, start, stop, snapshot, ...): done, failed, or still running.",
 			titled(readOnly, "Wait for a task"), taskWait),
-		newTool("vm_clone", "Clone a template as <owner>-repro-<name>; answers vmid N <name> on <node>, plus task still running, upid=... when the clone outlives wait (then poll vm_task_wait). A name that exists already is refused with its vmid: look in vm_list_my_vms before cloning again.",
+		newTool("vm_clone", "Clone a template as <owner>-repro-<name>: answers vmid N <name> on <node>, and a upid while the clone runs. A name that exists is refused with its vmid.",
 			titled(idempotent, "Clone a template"), clone),
-		newTool("vm_start", "Start a VM (yours only).", titled(idempotent, "Start a VM"), lifecycle("started", (*hostapi.VM).Start)),
-		newTool("vm_stop", "Stop (power off) a VM (yours only): ACPI shutdown, then hard after a grace period.", titled(destructiveIdempotent, "Stop a VM"), lifecycle("stopped", (*hostapi.VM).Stop)),
-		newTool("vm_wait_boot", "Wait until the guest agent answers (the VM booted), at most 50 s per call; not booted after N s means call again.",
+		newTool("vm_start", "Start a VM.", titled(idempotent, "Start a VM"), lifecycle("started", (*hostapi.VM).Start)),
+		newTool("vm_stop", "Power off a VM: ACPI shutdown, then hard after a grace period.", titled(destructiveIdempotent, "Stop a VM"), lifecycle("stopped", (*hostapi.VM).Stop)),
+		newTool("vm_wait_boot", "Wait until the guest agent answers (the VM booted).",
 			titled(readOnly, "Wait for the boot"), waitBoot),
-		newTool("vm_snapshot", "Snapshot a VM (yours only): disks, and memory when it runs.", titled(idempotent, "Take a snapshot"), snapshot("snapshot %s taken", (*hostapi.VM).Snapshot)),
-		newTool("vm_rollback", "Roll a VM back to a snapshot and start it (yours only).", titled(destructive, "Roll back to a snapshot"), snapshot("rolled back to %s", (*hostapi.VM).Rollback)),
-		newTool("vm_destroy", "Destroy a VM and its disks (yours only; confirm=true required); stops it first if it runs.", titled(destructiveIdempotent, "Destroy a VM"), destroy),
+		newTool("vm_snapshot", "Snapshot a VM: disks, and memory when it runs.", titled(idempotent, "Take a snapshot"), snapshot("snapshot %s taken", (*hostapi.VM).Snapshot)),
+		newTool("vm_rollback", "Roll a VM back to a snapshot and start it.", titled(destructive, "Roll back to a snapshot"), snapshot("rolled back to %s", (*hostapi.VM).Rollback)),
+		newTool("vm_destroy", "Destroy a VM and its disks, stopping it first.", titled(destructiveIdempotent, "Destroy a VM"), destroy),
 	}
 }
 
