@@ -62,6 +62,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	cfg.Server.Toolsets = []string{"bench"} // the command's own tools, whatever a server offers
 	log := newLogger(stderr, "warn")
 	srv, closeSrv, err := openServer(cfg, log)
 	if err != nil {

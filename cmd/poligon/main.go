@@ -6,6 +6,7 @@
 //	poligon check DIR                          validate scripts
 //	poligon replay TRANSCRIPT                  re-run a script against a recorded run
 //	poligon config check                       the effective config, secrets masked
+//	poligon doctor                             check this host before starting the service
 //	poligon image tiny|tiny-x                  build a template from Debian packages
 //	poligon bench status|lease|power|media ... the physical benches' tools
 //	poligon stand plan|apply|status|destroy|compile  multi-machine stands
@@ -30,6 +31,7 @@ Usage:
   poligon check DIR                               validate the scripts in DIR
   poligon replay TRANSCRIPT                       re-run a script against a recorded run, no machine needed
   poligon config check                            print the effective config (secrets masked) and its problems
+  poligon doctor [--timeout 10s]                  check this host: QEMU, OCR, directories, benches, certificates
   poligon image tiny|tiny-x [DATA_DIR]            build a template from Debian packages
   poligon bench status|lease|release|power|media  physical benches: leases, power, virtual media
   poligon stand plan|apply|status|destroy|compile stands: several machines built from a plan
@@ -68,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = replay(ctx, rest, stdout, stderr)
 	case "config":
 		err = configCmd(rest, stdout, stderr)
+	case "doctor":
+		err = doctor(ctx, rest, stdout, stderr)
 	case "image":
 		err = image(ctx, rest, stdout, stderr)
 	case "bench":

@@ -62,6 +62,7 @@ func standCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	cfg.Server.Toolsets = []string{"stand"} // the command's own tools, whatever a server offers
 	// Ctrl-C (or a stop) interrupts a build here as a server's shutdown
 	// does: the stand is left interrupted, for --resume.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
