@@ -340,27 +340,22 @@ func (c *Config) applyEnv(env func(string) string) {
 		c.LogPayload = v == "1" || v == "true"
 		c.Source["POLIGON_MCP_LOG_PAYLOAD"] = "env"
 	}
-	if v := env("POLIGON_MCP_TOOLSETS"); v != "" {
-		c.Server.Toolsets = nil
-		for _, t := range strings.Split(v, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				c.Server.Toolsets = append(c.Server.Toolsets, t)
-			}
-		}
-		c.Source["POLIGON_MCP_TOOLSETS"] = "env"
-	}
 	set("POLIGON_ACCEL", &c.Accel)
 	set("POLIGON_MCP_BIND", &c.Server.Bind)
 	set("POLIGON_DEFAULT_BENCH", &c.DefaultBench)
-	if v := env("POLIGON_MCP_ALLOWED_HOSTS"); v != "" {
-		c.Server.AllowedHosts = nil
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				c.Server.AllowedHosts = append(c.Server.AllowedHosts, h)
+	list := func(name string, dst *[]string) { // comma-separated; replaces the file's
+		if v := env(name); v != "" {
+			*dst = nil
+			for _, x := range strings.Split(v, ",") {
+				if x = strings.TrimSpace(x); x != "" {
+					*dst = append(*dst, x)
+				}
 			}
+			c.Source[name] = "env"
 		}
-		c.Source["POLIGON_MCP_ALLOWED_HOSTS"] = "env"
 	}
+	list("POLIGON_MCP_ALLOWED_HOSTS", &c.Server.AllowedHosts)
+	list("POLIGON_MCP_TOOLSETS", &c.Server.Toolsets)
 	c.applyModelEnv(env)
 	c.applyBenchEnv(env)
 	if v := env("PVE_API"); v != "" {

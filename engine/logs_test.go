@@ -1,13 +1,11 @@
 package engine
 
 import (
-	"bytes"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/poligon/poligon/backends/pve/pvetest"
@@ -15,6 +13,7 @@ import (
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/internal/benches"
 	"github.com/poligon/poligon/internal/logs"
+	"github.com/poligon/poligon/internal/testvm"
 )
 
 // The log an operator follows: one call's req on its tool line and on
@@ -22,22 +21,7 @@ import (
 // any level.
 
 // logBuf is a log sink the server writes from many goroutines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuf = testvm.SyncBuffer
 
 // loggedServer makes a server as the binary does (its eyes, the config's
 // log format) whose debug log goes to the answered buffer.
