@@ -18,7 +18,6 @@ import (
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/hostapi"
-	"github.com/poligon/poligon/internal/benches"
 	"github.com/poligon/poligon/internal/latency"
 	"github.com/poligon/poligon/internal/testvm"
 )
@@ -271,17 +270,7 @@ func perfConfig(b *testing.B, dataDir, scriptsDir string) *config.Config {
 
 func perfServer(b *testing.B, cfg *config.Config) *Server {
 	b.Helper()
-	eyes, closeEyes, err := benches.OpenEyes(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(closeEyes)
-	s, err := New(cfg, Options{OpenBench: openBench, Eyes: eyes})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	return s
+	return startServer(b, cfg, nil)
 }
 
 // perfConnect connects an in-memory MCP client.

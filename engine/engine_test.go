@@ -40,17 +40,25 @@ func testConfig(t *testing.T, dataDir string) *config.Config {
 // config names) and connects an in-memory MCP client.
 func newServer(t *testing.T, cfg *config.Config) (*Server, *mcp.ClientSession) {
 	t.Helper()
-	eyes, closeEyes, err := benches.OpenEyes(cfg, nil)
+	s := startServer(t, cfg, nil)
+	return s, connect(t, s)
+}
+
+// startServer builds a server as the binary does, its eyes included, logging
+// to log (nil: nowhere), and closes it when the test ends.
+func startServer(t testing.TB, cfg *config.Config, log *slog.Logger) *Server {
+	t.Helper()
+	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(closeEyes)
-	s, err := New(cfg, Options{OpenBench: openBench, Eyes: eyes})
+	s, err := New(cfg, Options{Logger: log, OpenBench: openBench, Eyes: eyes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, connect(t, s)
+	return s
 }
 
 func connect(t *testing.T, s *Server) *mcp.ClientSession {

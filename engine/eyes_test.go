@@ -20,7 +20,6 @@ import (
 	"github.com/poligon/poligon/backends/vision/visiontest"
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/engine/catalog"
-	"github.com/poligon/poligon/internal/benches"
 	"github.com/poligon/poligon/internal/editdist"
 	"github.com/poligon/poligon/internal/testvm"
 )
@@ -64,17 +63,7 @@ func eyesServer(t *testing.T, cfg *config.Config, fake *visiontest.Server, logs 
 	if problems := cfg.Check(); len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(closeEyes)
-	s, err := New(cfg, Options{Logger: log, OpenBench: openBench, Eyes: eyes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := startServer(t, cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err := s.LoadScripts(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/poligon/poligon/backends/pve/pvetest"
 	"github.com/poligon/poligon/backends/vision/visiontest"
 	"github.com/poligon/poligon/config"
-	"github.com/poligon/poligon/internal/benches"
 	"github.com/poligon/poligon/internal/logs"
 	"github.com/poligon/poligon/internal/testvm"
 )
@@ -32,17 +31,7 @@ func loggedServer(t *testing.T, cfg *config.Config) (*Server, *logBuf) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(closeEyes)
-	s, err := New(cfg, Options{Logger: log, OpenBench: openBench, Eyes: eyes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, buf
+	return startServer(t, cfg, log), buf
 }
 
 // logLines parses a logfmt log, failing on a line that is not logfmt.

@@ -358,7 +358,7 @@ func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, re
 	}
 	rec.Owner = who.Owner()
 	who.WithProgress(progressTo(ctx, req))
-	res, err := t.Handle(ctx, &Call{Tool: t, Caller: who, Args: args, Request: req, Server: s})
+	res, err := t.Handle(ctx, &Call{Tool: t, Caller: who, Bench: benchName, Args: args, Request: req, Server: s})
 	var dry *hostapi.DryRun
 	if errors.As(err, &dry) {
 		// A dry-run bench logs what it skipped; the answer says so.

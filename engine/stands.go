@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -193,16 +194,21 @@ func (s *Server) standEnv(ctx context.Context, who *hostapi.Caller, benchName st
 	return env, ids, nil
 }
 
-// refreshStands lists an owner's stands after marking those whose builder
-// went away as interrupted, and forgetting the ones stopped a day ago.
+// refreshStands lists an owner's stands, those whose builder went away
+// marked interrupted, those stopped a day ago left out (a new apply deletes
+// them): a read writes only when a builder has died.
 func (s *Server) refreshStands(ctx context.Context, benchName, owner string) ([]store.Stand, error) {
 	now := time.Now().UTC()
-	if _, err := s.store.ForgetStands(ctx, now.Add(-standForget)); err != nil {
-		return nil, err
-	}
-	list, err := s.store.Stands(ctx, benchName, owner)
+	all, err := s.store.Stands(ctx, benchName, owner)
 	if err != nil {
 		return nil, err
+	}
+	list := all[:0]
+	for _, st := range all {
+		if st.Status != store.StandRunning && st.Updated.Before(now.Add(-standForget)) {
+			continue
+		}
+		list = append(list, st)
 	}
 	for i, st := range list {
 		if st.Status != store.StandRunning || builderAlive(st.Builder) {
@@ -289,6 +295,9 @@ func (s *Server) applyStand(ctx context.Context, who *hostapi.Caller, creds host
 		return "", hostapi.Failf("stand_plan writes one from a goal; the manual's Stands section shows the format", "plan is required")
 	}
 	planJSON = unquotePlan(planJSON)
+	if _, err := st.ForgetStands(ctx, time.Now().UTC().Add(-standForget)); err != nil {
+		return "", err
+	}
 	env, tplIDs, err := s.standEnv(ctx, who, a.Bench, a.Resume)
 	if err != nil {
 		return "", err
@@ -507,9 +516,7 @@ type machineBuild struct {
 	tplIDs map[string]int
 	pool   string
 	done   map[string]chan struct{}
-	log    interface {
-		Info(string, ...any)
-	}
+	log    *slog.Logger
 }
 
 func (mb *machineBuild) role() string { return mb.r.Machines[mb.i].Role }

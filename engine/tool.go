@@ -39,6 +39,7 @@ type Tool struct {
 type Call struct {
 	Tool    *Tool
 	Caller  *hostapi.Caller
+	Bench   string // the bench's configured name
 	Args    any
 	Request *mcp.CallToolRequest
 	Server  *Server

@@ -62,7 +62,7 @@ func standPlan(ctx context.Context, c *Call, in *standPlanArgs) (*mcp.CallToolRe
 	if s.scripts == nil {
 		return nil, errNoScripts
 	}
-	env, _, err := s.standEnv(ctx, c.Caller, benchOf(c), false)
+	env, _, err := s.standEnv(ctx, c.Caller, c.Bench, false)
 	if err != nil {
 		return nil, err
 	}
@@ -74,22 +74,13 @@ func standPlan(ctx context.Context, c *Call, in *standPlanArgs) (*mcp.CallToolRe
 	return jsonAnswer(ans, !ans.OK || !ans.Valid), nil
 }
 
-// benchOf answers the bench a call runs on (its configured name).
-func benchOf(c *Call) string {
-	_, name, _ := splitBench(c.Request.Params.Arguments)
-	if name == "" {
-		name = c.Server.cfg.DefaultBench
-	}
-	return name
-}
-
 func standApplyTool(ctx context.Context, c *Call, in *standApplyArgs) (*mcp.CallToolResult, error) {
 	s := c.Server
 	creds, err := s.callerOf(c.Request)
 	if err != nil {
 		return nil, err
 	}
-	name, err := s.applyStand(ctx, c.Caller, creds.creds, standApply{Plan: in.Plan, Stand: in.Stand, Pool: in.Pool, Resume: in.Resume, Bench: benchOf(c)})
+	name, err := s.applyStand(ctx, c.Caller, creds.creds, standApply{Plan: in.Plan, Stand: in.Stand, Pool: in.Pool, Resume: in.Resume, Bench: c.Bench})
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +88,7 @@ func standApplyTool(ctx context.Context, c *Call, in *standApplyArgs) (*mcp.Call
 }
 
 func standStatus(ctx context.Context, c *Call, in *standStatusArgs) (*mcp.CallToolResult, error) {
-	v, err := c.Server.standStatus(ctx, c.Caller, benchOf(c), in.Stand)
+	v, err := c.Server.standStatus(ctx, c.Caller, c.Bench, in.Stand)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +99,7 @@ func standDestroy(ctx context.Context, c *Call, in *standDestroyArgs) (*mcp.Call
 	if !in.Confirm {
 		return nil, hostapi.Failf("pass confirm=true", "stand_destroy destroys every VM of the stand: it needs confirm=true")
 	}
-	destroyed, failed, err := c.Server.destroyStand(ctx, c.Caller, benchOf(c), in.Stand, in.Force)
+	destroyed, failed, err := c.Server.destroyStand(ctx, c.Caller, c.Bench, in.Stand, in.Force)
 	if err != nil {
 		return nil, err
 	}

@@ -22,16 +22,10 @@ The same tools an agent calls (bench_status, bench_lease, ...), run in this proc
 // benchCmd: poligon bench VERB ..., the bench tools for a QA engineer at a
 // terminal, through the same tool handlers an MCP client reaches.
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, benchUsage)
+	verb, rest, fs, cf, ok := verbFlags("bench", benchUsage, args, stderr)
+	if !ok {
 		return exitError(2)
 	}
-	verb, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("bench "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, benchUsage) }
-	var cf configFlags
-	cf.register(fs)
 	confirm := fs.Bool("confirm", false, "confirm a power or media action on a bench that asks for it")
 	filter := fs.String("filter", "", "media list: only names containing this")
 	image := fs.String("image", "", "media mount: an image on the device")
@@ -84,6 +78,22 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintln(stdout, out)
 	return nil
+}
+
+// verbFlags starts `poligon CMD VERB ...`: the verb, the arguments after
+// it, and a flag set for them with the config flags registered; not ok
+// (usage printed) when no verb is given.
+func verbFlags(cmd, usage string, args []string, stderr io.Writer) (verb string, rest []string, fs *flag.FlagSet, cf *configFlags, ok bool) {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return "", nil, nil, nil, false
+	}
+	fs = flag.NewFlagSet(cmd+" "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	cf = &configFlags{}
+	cf.register(fs)
+	return args[0], args[1:], fs, cf, true
 }
 
 // parseInterleaved parses flags that may come before, between or after the

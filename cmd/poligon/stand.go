@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,16 +32,10 @@ The same tools an agent calls (stand_plan, stand_apply, ...), run in this proces
 
 // standCmd: poligon stand VERB ..., the stand tools at a terminal.
 func standCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, standUsage)
+	verb, rest, fs, cf, ok := verbFlags("stand", standUsage, args, stderr)
+	if !ok {
 		return exitError(2)
 	}
-	verb, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("stand "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, standUsage) }
-	var cf configFlags
-	cf.register(fs)
 	wait := fs.Bool("wait", false, "apply: build in this process, showing each machine's progress, until the stand is done or failed")
 	resume := fs.String("resume", "", "apply: continue this stand instead of a new plan")
 	force := fs.Bool("force", false, "destroy: stop a build in progress first")
@@ -178,7 +171,7 @@ func applyArgs(pos []string, resume string) (map[string]any, error) {
 // applyDetached checks the plan here, then hands the build to a detached
 // `poligon stand apply --wait` whose output goes to a log beside the
 // store, and answers once that process has recorded the stand.
-func applyDetached(ctx context.Context, srv *engine.Server, pos []string, resume, bench, self string, cf configFlags, stdout, stderr io.Writer) error {
+func applyDetached(ctx context.Context, srv *engine.Server, pos []string, resume, bench, self string, cf *configFlags, stdout, stderr io.Writer) error {
 	name := resume
 	if resume == "" {
 		plan, err := os.ReadFile(pos[0])
