@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/BurntSushi/toml"
 
 	"github.com/poligon/poligon/backends/qemu"
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/engine"
+	"github.com/poligon/poligon/images"
 )
 
 // configCmd: poligon config check — the effective config with secrets
@@ -81,38 +84,26 @@ func printAccels(w io.Writer, cfg *config.Config) []error {
 	return problems
 }
 
-// image builds a template: poligon image tiny|tiny-x [DATA_DIR].
+// image builds a template: poligon image NAME [DATA_DIR]. The recipes are
+// the ones embedded in this binary, written to the user's cache directory
+// first, so it works without the source tree.
 func image(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "tiny" && args[0] != "tiny-x" {
-		fmt.Fprintln(stderr, "error: want: poligon image tiny|tiny-x [DATA_DIR]\nhint: tiny is a shell and qemu-ga; tiny-x adds an X11 desktop; both are built from Debian packages")
+	names := images.Names()
+	if len(args) == 0 || !slices.Contains(names, args[0]) {
+		fmt.Fprintf(stderr, "error: want: poligon image %s [DATA_DIR]\nhint: tiny is a shell and qemu-ga; tiny-x adds an X11 desktop; all are built from Debian packages\n", strings.Join(names, "|"))
 		return exitError(2)
 	}
-	script, err := findImageScript(args[0])
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return fmt.Errorf("%w\nhint: set XDG_CACHE_HOME (or HOME): the build recipes are written there", err)
+	}
+	script, err := images.Extract(filepath.Join(cache, "poligon", "recipes"), args[0])
 	if err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, script, args[1:]...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	return cmd.Run()
-}
-
-// findImageScript looks for images/<name>/build.sh beside the binary's
-// source tree: the working directory or the executable's parents.
-func findImageScript(name string) (string, error) {
-	var roots []string
-	if wd, err := os.Getwd(); err == nil {
-		roots = append(roots, wd)
-	}
-	if exe, err := os.Executable(); err == nil {
-		roots = append(roots, filepath.Dir(exe), filepath.Dir(filepath.Dir(exe)))
-	}
-	for _, r := range roots {
-		p := filepath.Join(r, "images", name, "build.sh")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("images/%s/build.sh not found: run poligon image from the source tree (or make tiny-template)", name)
 }
 
 func versionLine() string {

@@ -7,7 +7,7 @@
 //	poligon replay TRANSCRIPT                  re-run a script against a recorded run
 //	poligon config check                       the effective config, secrets masked
 //	poligon doctor                             check this host before starting the service
-//	poligon image tiny|tiny-x                  build a template from Debian packages
+//	poligon image tiny|tiny-x|...              build a template from Debian packages
 //	poligon bench status|lease|power|media ... the physical benches' tools
 //	poligon stand plan|apply|status|destroy|compile  multi-machine stands
 //	poligon version

@@ -196,3 +196,34 @@ func TestRunCheckReplay(t *testing.T) {
 		t.Fatalf("run on an unknown VM = exit %d, %q", code, errOut)
 	}
 }
+
+// poligon image runs from the binary alone: from an empty directory, with
+// the binary outside any source tree, it builds from the recipes it carries.
+// Against the tests' shared data directory (built from the source tree) an
+// unchanged recipe rebuilds nothing.
+func TestImageFromTheBinaryAlone(t *testing.T) {
+	data := filepath.Dir(testvm.TemplatesDir(t))
+	empty := t.TempDir()
+	e := append(env(t, data), "XDG_CACHE_HOME="+t.TempDir())
+	cmd := exec.Command(binaryPath, "image", "tiny", data)
+	cmd.Dir, cmd.Env = empty, e
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("poligon image tiny: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "building from") {
+		t.Errorf("the embedded recipe rebuilt an unchanged template:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(data, "templates", "tiny.toml")); err != nil {
+		t.Error(err)
+	}
+	cmd = exec.Command(binaryPath, "image", "windows")
+	cmd.Dir, cmd.Env = empty, e
+	out, _ = cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "tiny|tiny-x") || !strings.Contains(string(out), "hint:") {
+		t.Errorf("unknown template: exit %d, %s", cmd.ProcessState.ExitCode(), out)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("poligon image wrote into the working directory: %d entries", len(entries))
+	}
+}
