@@ -72,6 +72,9 @@ type Driver struct {
 	monitors *conns[*qmp.Client]
 	agents   *conns[*qga.Client]
 
+	stopSupervisor func()          // see superviseNetworks
+	replugPending  map[string]bool // networks with a VM not yet on its new switch; under mu
+
 	mu      sync.Mutex
 	locks   map[int]*sync.Mutex
 	screens map[int]*rfb.Client
@@ -121,9 +124,12 @@ func New(opts Options) (*Driver, error) {
 		accel:   accel,
 		locks:   map[int]*sync.Mutex{},
 		screens: map[int]*rfb.Client{},
+
+		replugPending: map[string]bool{},
 	}
 	d.monitors = newConns(d.dialMonitor)
 	d.agents = newConns(d.dialAgent)
+	d.stopSupervisor = d.superviseNetworks()
 	return d, nil
 }
 
@@ -155,6 +161,7 @@ func (d *Driver) Check() []error {
 
 // Close drops the driver's connections. Running VMs keep running.
 func (d *Driver) Close() error {
+	d.stopSupervisor()
 	d.monitors.closeAll()
 	d.agents.closeAll()
 	d.mu.Lock()

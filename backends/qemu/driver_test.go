@@ -7,6 +7,7 @@ import (
 	"errors"
 	"image"
 	"image/png"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,12 +25,24 @@ const tinyVMID = 9000
 
 func newDriver(t *testing.T, data string) *Driver {
 	t.Helper()
-	d, err := New(Options{DataDir: data, StopGrace: 20 * time.Second})
+	d, err := New(Options{DataDir: data, StopGrace: 20 * time.Second, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
 	return d
+}
+
+// testLogger sends the driver's lines to the test's log, shown when it fails.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 // wait blocks on a task and fails the test when it fails.

@@ -5,15 +5,22 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/poligon/poligon/backends/qmp"
 )
 
 // A stand's network is one Ethernet segment shared by the VMs cloned with
@@ -28,6 +35,10 @@ import (
 //	<run>/net.lock              flock held while a network starts or stops
 //	<run>/net-<name>/sw/        the switch's sockets (QEMU's -netdev vde,sock=)
 //	<run>/net-<name>/*.pid      the daemons' pidfiles
+//	<run>/net-<name>/leases     the address of every MAC (network_dhcp.go)
+//
+// A supervisor (superviseNetworks) starts again, within a second, a daemon
+// of a network with a running VM that died: see ensureNetwork.
 
 var networkName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
@@ -126,7 +137,7 @@ func (d *Driver) lockNetworks() (unlock func(), err error) {
 
 // requireVDE checks that the programs of a network are installed.
 func requireVDE(network string) error {
-	for _, bin := range []string{"vde_switch", "slirpvde"} {
+	for _, bin := range []string{"vde_switch", "slirpvde", "vde_plug"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return fmt.Errorf("network %q needs %s, which is not installed: %s", network, bin, vdeHint)
 		}
@@ -134,8 +145,9 @@ func requireVDE(network string) error {
 	return nil
 }
 
-// joinNetwork makes sure the network's switch and slirpvde are running, so
-// a VM started now can plug into it. Idempotent: running daemons are kept.
+// joinNetwork makes sure the network's switch and slirpvde are running and
+// every VM on it has its lease, so a VM started now can plug into it.
+// Idempotent: running daemons are kept.
 func (d *Driver) joinNetwork(ctx context.Context, name string) error {
 	n, err := d.l.network(name)
 	if err != nil {
@@ -149,31 +161,231 @@ func (d *Driver) joinNetwork(ctx context.Context, name string) error {
 		return err
 	}
 	defer unlock()
+	return d.ensureNetwork(ctx, n)
+}
+
+// ensureNetwork starts what of the network is not running; the caller
+// holds the network lock. A switch that died is started again on the same
+// sockets and the running VMs are plugged into it again (see replug); a
+// slirpvde that died is started again with the leases it had.
+func (d *Driver) ensureNetwork(ctx context.Context, n network) error {
+	fresh := false
+	if _, err := os.Stat(n.dir); errors.Is(err, fs.ErrNotExist) {
+		if err := makePrivateDir(n.dir, os.Mkdir); err != nil {
+			return fmt.Errorf("network %q directory: %w", n.name, err)
+		}
+		fresh = true
+	}
+	switchDied := false
 	if _, ok := n.switchPid(); !ok {
-		// A dead switch leaves its sockets, and a slirpvde plugged into
-		// nothing: start the whole network afresh.
+		// A slirpvde plugged into a dead switch goes with it.
 		if pid, ok := n.slirpPid(); ok {
 			stopDaemon(ctx, pid)
 		}
-		if err := os.RemoveAll(n.dir); err != nil {
-			return fmt.Errorf("network %q: %w", name, err)
-		}
-		if err := makePrivateDir(n.dir, os.Mkdir); err != nil {
-			return fmt.Errorf("network %q directory: %w", name, err)
-		}
-		d.log.Info("starting network switch", "network", name, "sock", n.sock)
+		// A killed switch leaves its sockets and its pidfile, which it
+		// would refuse to write over.
+		os.RemoveAll(n.sock)
+		os.Remove(n.switchPidfile())
+		d.log.Info("starting network switch", "network", n.name, "sock", n.sock)
 		// -f /dev/null: no rc file (~/.vderc) changes the switch.
 		if err := startDaemon(ctx, n.switchPid, "vde_switch", "-d", "-f", "/dev/null", "-s", n.sock, "-p", n.switchPidfile()); err != nil {
-			return fmt.Errorf("network %q: %w", name, err)
+			return fmt.Errorf("network %q: %w", n.name, err)
 		}
+		switchDied = !fresh
 	}
+	slirpStarted := false
 	if _, ok := n.slirpPid(); !ok {
-		d.log.Info("starting network slirp", "network", name)
+		os.Remove(n.slirpPidfile())
+		d.log.Info("starting network slirp", "network", n.name)
 		if err := startDaemon(ctx, n.slirpPid, "slirpvde", "-d", "-q", "--dhcp", "-s", n.sock, "-p", n.slirpPidfile()); err != nil {
-			return fmt.Errorf("network %q: %w", name, err)
+			return fmt.Errorf("network %q: %w", n.name, err)
 		}
+		slirpStarted = true
+	}
+	if err := d.pinLeases(ctx, n, slirpStarted); err != nil {
+		return fmt.Errorf("network %q: %w", n.name, err)
+	}
+	if switchDied && !d.replug(ctx, n) {
+		d.setReplugPending(n.name, true)
 	}
 	return nil
+}
+
+// members lists the VMs on the network, running or not.
+func (d *Driver) members(network string) []int {
+	var ids []int
+	for _, id := range d.vmids() {
+		if c, err := readVMConfig(d.l.vmConfig(id)); err == nil && c.Network == network {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// pinLeases has slirpvde give every member VM its lease (see
+// network_dhcp.go): after replaying the recorded ones into a slirpvde
+// just started, when fresh.
+func (d *Driver) pinLeases(ctx context.Context, n network, fresh bool) error {
+	had := readLeases(n.leasesFile())
+	var macs []string
+	if fresh {
+		macs = replayOrder(had)
+	}
+	for _, id := range d.members(n.name) {
+		if !slices.Contains(macs, vmMAC(id)) {
+			macs = append(macs, vmMAC(id))
+		}
+	}
+	ips, err := dhcpLeases(ctx, n.sock, macs)
+	if err != nil {
+		return err
+	}
+	now := map[netip.Addr]string{}
+	for _, l := range had {
+		now[l.ip] = l.mac
+	}
+	for i, mac := range macs {
+		// Once all 16 are out, slirpvde gives a slot unrenewed for 6
+		// minutes (a stopped VM's) to a newcomer: the record follows.
+		// A replayed lease must come back as it was.
+		if old, ok := now[ips[i]]; ok && old != mac && fresh {
+			d.log.Warn("slirpvde gave a recorded address to another MAC", "network", n.name, "ip", ips[i], "mac", mac, "was", old)
+		}
+		maps.DeleteFunc(now, func(_ netip.Addr, m string) bool { return m == mac })
+		now[ips[i]] = mac
+	}
+	var ls []lease
+	for ip, mac := range now {
+		ls = append(ls, lease{mac, ip})
+	}
+	return writeLeases(n.leasesFile(), ls)
+}
+
+// Stand VMs reach the switch through a hub inside QEMU: the NIC (net0) is
+// on hub 0, and so is the uplink (up0), a hub port onto the vde netdev
+// (vde0). QEMU's vde netdev does not reconnect, and the NIC's own netdev
+// cannot be swapped while the NIC lives, but a hub port can: replug
+// replaces vde0 and up0, and the guest sees no change at all.
+const standNIC = "hubport,id=net0,hubid=0"
+
+func (n network) uplinkArgs() []string {
+	return []string{"-netdev", "vde,id=vde0,sock=" + optEscape(n.sock), "-netdev", "hubport,id=up0,hubid=0,netdev=vde0"}
+}
+
+// replug connects every running member VM to the network's new switch and
+// answers whether all of them are; the supervisor tries again a second
+// later when not (a QMP monitor busy or slow under load).
+func (d *Driver) replug(ctx context.Context, n network) bool {
+	ok := true
+	for _, id := range d.members(n.name) {
+		if !d.alive(id) {
+			continue
+		}
+		err := d.monitorDo(ctx, id, func(c *qmp.Client) error {
+			for _, nd := range []string{"vde0", "up0"} {
+				// QEMU's own answer is that it is gone already.
+				var qerr *qmp.Error
+				if err := c.Execute(ctx, "netdev_del", map[string]string{"id": nd}, nil); err != nil && !errors.As(err, &qerr) {
+					return err
+				}
+			}
+			if err := c.Execute(ctx, "netdev_add", map[string]string{"type": "vde", "id": "vde0", "sock": n.sock}, nil); err != nil {
+				return err
+			}
+			return c.Execute(ctx, "netdev_add", map[string]any{"type": "hubport", "id": "up0", "hubid": 0, "netdev": "vde0"}, nil)
+		})
+		if err != nil {
+			d.log.Warn("could not plug a VM into its network's new switch", "network", n.name, "vmid", id, "err", err)
+			ok = false
+			continue
+		}
+		d.log.Info("plugged a VM into its network's new switch", "network", n.name, "vmid", id)
+	}
+	return ok
+}
+
+func (d *Driver) setReplugPending(network string, pending bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if pending {
+		d.replugPending[network] = true
+	} else {
+		delete(d.replugPending, network)
+	}
+}
+
+func (d *Driver) isReplugPending(network string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.replugPending[network]
+}
+
+// superviseNetworks restarts, every second, what died of the network of a
+// running VM; stop ends it.
+func (d *Driver) superviseNetworks() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				d.checkNetworks(ctx)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (d *Driver) checkNetworks(ctx context.Context) {
+	seen := map[string]bool{}
+	for _, id := range d.vmids() {
+		c, err := readVMConfig(d.l.vmConfig(id))
+		if err != nil || c.Network == "" || seen[c.Network] || !d.alive(id) {
+			continue
+		}
+		seen[c.Network] = true
+		n, err := d.l.network(c.Network)
+		if err != nil {
+			continue
+		}
+		_, sw := n.switchPid()
+		_, sl := n.slirpPid()
+		if sw && sl {
+			if d.isReplugPending(n.name) {
+				d.replugAgain(ctx, n)
+			}
+			continue
+		}
+		d.log.Warn("a network daemon died: restarting it", "network", n.name, "vde_switch", sw, "slirpvde", sl)
+		if err := d.repair(ctx, n); err != nil {
+			d.log.Error("restarting a network", "network", n.name, "err", err)
+		}
+	}
+}
+
+func (d *Driver) replugAgain(ctx context.Context, n network) {
+	unlock, err := d.lockNetworks()
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if d.replug(ctx, n) {
+		d.setReplugPending(n.name, false)
+	}
+}
+
+func (d *Driver) repair(ctx context.Context, n network) error {
+	unlock, err := d.lockNetworks()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return d.ensureNetwork(ctx, n)
 }
 
 // leaveNetwork stops the network's daemons when no VM is on it any more:
@@ -188,10 +400,8 @@ func (d *Driver) leaveNetwork(ctx context.Context, name string) error {
 		return err
 	}
 	defer unlock()
-	for _, id := range d.vmids() {
-		if c, err := readVMConfig(d.l.vmConfig(id)); err == nil && c.Network == name {
-			return nil
-		}
+	if len(d.members(name)) > 0 {
+		return nil
 	}
 	if pid, ok := n.slirpPid(); ok {
 		stopDaemon(ctx, pid)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,7 +74,8 @@ func TestNetworkArgs(t *testing.T) {
 	c.Network = "stand-1"
 	n, _ := d.l.network("stand-1")
 	args = strings.Join(d.qemuArgs(c, ""), " ")
-	if !strings.Contains(args, "-netdev vde,id=net0,sock="+n.sock+" -device virtio-net-pci,netdev=net0,mac=52:54:00:00:00:65 ") {
+	if !strings.Contains(args, "-netdev hubport,id=net0,hubid=0 -device virtio-net-pci,netdev=net0,mac=52:54:00:00:00:65 ") ||
+		!strings.HasSuffix(args, " -netdev vde,id=vde0,sock="+n.sock+" -netdev hubport,id=up0,hubid=0,netdev=vde0") {
 		t.Fatalf("stand network: %s", args)
 	}
 	if _, _, err := d.Clone(context.Background(), backends.CloneRequest{Template: 1, Name: "x-a", Network: "Bad_Net"}); err == nil || !strings.Contains(err.Error(), "Bad_Net") {
@@ -154,6 +156,78 @@ func TestNetworkDaemons(t *testing.T) {
 	}
 }
 
+// memberConfig writes the vm.toml of a stopped VM on network.
+func memberConfig(t *testing.T, d *Driver, vmid int, network string) {
+	t.Helper()
+	c := vmConfig{VMID: vmid, Name: fmt.Sprintf("x-repro-m%d", vmid), MemoryMB: 64, Cores: 1, Firmware: "bios", Network: network}
+	os.MkdirAll(d.l.vmDir(vmid), 0o755)
+	if err := c.write(d.l.vmConfig(vmid)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// askLease answers the address slirpvde offers mac now.
+func askLease(t *testing.T, n network, mac string) string {
+	t.Helper()
+	ips, err := dhcpLeases(context.Background(), n.sock, []string{mac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ips[0].String()
+}
+
+// A slirpvde killed with SIGKILL starts again (over its stale pidfile)
+// with the leases it had: every member VM, running or not, keeps its
+// address, a slot nobody known had stays taken, and a new VM gets a free
+// one, never an address given out before.
+func TestNetworkLeasesSurviveSlirp(t *testing.T) {
+	skipWithoutVDE(t)
+	d := newDriver(t, testvm.ShortTempDir(t))
+	ctx := context.Background()
+	n, _ := d.l.network("stand-l")
+	t.Cleanup(func() {
+		for _, pid := range vdeDaemons(n.sock) {
+			stopDaemon(ctx, pid)
+		}
+	})
+	memberConfig(t, d, 101, "stand-l")
+	memberConfig(t, d, 102, "stand-l")
+	if err := d.joinNetwork(ctx, "stand-l"); err != nil {
+		t.Fatal(err)
+	}
+	// A client poligon did not ask for (a guest's second NIC, say).
+	if ip := askLease(t, n, "02:00:00:00:aa:01"); ip != "10.0.2.17" {
+		t.Fatalf("a foreign MAC got %s, want 10.0.2.17", ip)
+	}
+	memberConfig(t, d, 103, "stand-l")
+	if err := d.joinNetwork(ctx, "stand-l"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{vmMAC(101): "10.0.2.15", vmMAC(102): "10.0.2.16", vmMAC(103): "10.0.2.18"}
+	for mac, ip := range want {
+		if got := askLease(t, n, mac); got != ip {
+			t.Fatalf("before the kill: %s has %s, want %s", mac, got, ip)
+		}
+	}
+
+	slirp, _ := n.slirpPid()
+	syscall.Kill(slirp, syscall.SIGKILL)
+	waitGone(ctx, slirp, 5*time.Second)
+	memberConfig(t, d, 104, "stand-l")
+	if err := d.joinNetwork(ctx, "stand-l"); err != nil {
+		t.Fatalf("join after slirpvde was killed: %v", err)
+	}
+	if now, ok := n.slirpPid(); !ok || now == slirp {
+		t.Fatalf("slirpvde not started again (pid %d, was %d)", now, slirp)
+	}
+	want[vmMAC(104)] = "10.0.2.19"
+	for mac, ip := range want {
+		if got := askLease(t, n, mac); got != ip {
+			t.Errorf("after the restart: %s has %s, want %s", mac, got, ip)
+		}
+	}
+}
+
 // Without vde2, Start of a stand VM fails at once, saying what to install.
 func TestNetworkWithoutVDE(t *testing.T) {
 	d := newDriver(t, testvm.ShortTempDir(t))
@@ -186,47 +260,7 @@ func TestStandNetwork(t *testing.T) {
 	defer host.Close()
 	_, port, _ := net.SplitHostPort(host.Listener.Addr().String())
 
-	names := []string{"x-repro-net-a", "x-repro-net-b", "x-repro-plain"}
-	networks := []string{"stand-t", "stand-t", ""}
-	vmids := make([]int, len(names))
-	for i, name := range names {
-		vmid, task, err := d.Clone(ctx, backends.CloneRequest{Template: tinyVMID, Name: name, Network: networks[i]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wait(t, d, task)
-		destroyLater(t, d, vmid)
-		if c, _ := d.config(vmid); c.Network != networks[i] {
-			t.Fatalf("vm.toml of %s: network %q, want %q", name, c.Network, networks[i])
-		}
-		vmids[i] = vmid
-	}
-	// Boot in parallel: the two stand VMs also join the network at once.
-	start := time.Now()
-	ips := make([]string, len(vmids))
-	var wg sync.WaitGroup
-	for i, vmid := range vmids {
-		task, err := d.Start(ctx, vmid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() {
-			wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-			defer cancel()
-			st, err := d.WaitTask(wctx, task.ID)
-			if err != nil || st.Running || st.Failed() {
-				t.Errorf("start %s: %+v, %v", names[i], st, err)
-				return
-			}
-			var agent time.Duration
-			ips[i], agent = waitIPv4(t, d, vmid, start)
-			t.Logf("%s: %s; from start: agent %v, address %v", names[i], ips[i], agent.Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond))
-		})
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+	vmids, ips := bootVMs(t, d, []string{"x-repro-net-a", "x-repro-net-b", "x-repro-plain"}, []string{"stand-t", "stand-t", ""})
 	a, b, plain := vmids[0], vmids[1], vmids[2]
 	if ips[0] == ips[1] {
 		t.Fatalf("A and B share the address %s", ips[0])
@@ -276,6 +310,133 @@ func TestStandNetwork(t *testing.T) {
 	}
 	if _, err := os.Stat(n.dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("%s left behind (%v)", n.dir, err)
+	}
+}
+
+// bootVMs clones the tiny template once per name, onto its network, boots
+// the clones at once (so they also join their network at once) and answers
+// their vmids and eth0 addresses. The clones are destroyed after the test.
+func bootVMs(t *testing.T, d *Driver, names, networks []string) ([]int, []string) {
+	t.Helper()
+	ctx := context.Background()
+	vmids := make([]int, len(names))
+	for i, name := range names {
+		vmid, task, err := d.Clone(ctx, backends.CloneRequest{Template: tinyVMID, Name: name, Network: networks[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait(t, d, task)
+		destroyLater(t, d, vmid)
+		if c, _ := d.config(vmid); c.Network != networks[i] {
+			t.Fatalf("vm.toml of %s: network %q, want %q", name, c.Network, networks[i])
+		}
+		vmids[i] = vmid
+	}
+	start := time.Now()
+	ips := make([]string, len(vmids))
+	var wg sync.WaitGroup
+	for i, vmid := range vmids {
+		task, err := d.Start(ctx, vmid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+			defer cancel()
+			st, err := d.WaitTask(wctx, task.ID)
+			if err != nil || st.Running || st.Failed() {
+				t.Errorf("start %s: %+v, %v", names[i], st, err)
+				return
+			}
+			var agent time.Duration
+			ips[i], agent = waitIPv4(t, d, vmid, start)
+			t.Logf("%s: %s; from start: agent %v, address %v", names[i], ips[i], agent.Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond))
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return vmids, ips
+}
+
+// hostPage serves "page-from-host" on the host's loopback and answers its
+// port, which stand VMs reach at 10.0.2.2.
+func hostPage(t *testing.T) string {
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "page-from-host")
+	}))
+	t.Cleanup(host.Close)
+	_, port, _ := net.SplitHostPort(host.Listener.Addr().String())
+	return port
+}
+
+// restarted waits until the network's daemon (pid answers it) runs again
+// under a pid other than was: the supervisor started it again.
+func restarted(t *testing.T, pid func() (int, bool), was int, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if now, ok := pid(); ok && now != was {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was killed and is not running again after 30 s", what)
+		}
+	}
+}
+
+// A slirpvde killed under two running stand VMs is started again by the
+// supervisor with the leases it had: A still reaches the host through it,
+// a VM started afterwards gets an address neither A nor B holds, and
+// slirpvde still offers A its own address.
+func TestStandNetworkSlirpKilled(t *testing.T) {
+	skipWithoutVDE(t)
+	d := newDriver(t, testvm.DataDir(t))
+	port := hostPage(t)
+	vmids, ips := bootVMs(t, d, []string{"x-repro-sk-a", "x-repro-sk-b"}, []string{"stand-s", "stand-s"})
+	a := vmids[0]
+	n, _ := d.l.network("stand-s")
+	slirp, _ := n.slirpPid()
+	syscall.Kill(slirp, syscall.SIGKILL)
+	restarted(t, n.slirpPid, slirp, "slirpvde")
+	fetch(t, d, a, "http://10.0.2.2:"+port+"/", "page-from-host")
+
+	c, cips := bootVMs(t, d, []string{"x-repro-sk-c"}, []string{"stand-s"})
+	if cips[0] == ips[0] || cips[0] == ips[1] {
+		t.Fatalf("C (vmid %d) got %s, which A or B (%v) holds", c[0], cips[0], ips)
+	}
+	if got := askLease(t, n, vmMAC(a)); got != ips[0] {
+		t.Fatalf("slirpvde offers A %s, but A holds %s", got, ips[0])
+	}
+}
+
+// A vde_switch killed under two running stand VMs is started again on the
+// same sockets and the VMs are plugged into it without a restart: B fetches
+// a page A serves and A reaches the host, from the same QEMU processes.
+func TestStandNetworkSwitchKilled(t *testing.T) {
+	skipWithoutVDE(t)
+	d := newDriver(t, testvm.DataDir(t))
+	port := hostPage(t)
+	vmids, ips := bootVMs(t, d, []string{"x-repro-wk-a", "x-repro-wk-b"}, []string{"stand-w", "stand-w"})
+	a, b := vmids[0], vmids[1]
+	if st := sh(t, d, a, "mkdir -p /tmp/www && echo page-from-a > /tmp/www/index.html && busybox httpd -p 80 -h /tmp/www"); st.ExitCode != 0 {
+		t.Fatalf("httpd on A: %+v %s", st, st.Stderr)
+	}
+	fetch(t, d, b, "http://"+ips[0]+"/", "page-from-a")
+	qa, _ := d.pid(a)
+	qb, _ := d.pid(b)
+
+	n, _ := d.l.network("stand-w")
+	sw, _ := n.switchPid()
+	syscall.Kill(sw, syscall.SIGKILL)
+	restarted(t, n.switchPid, sw, "vde_switch")
+	fetch(t, d, b, "http://"+ips[0]+"/", "page-from-a")
+	fetch(t, d, a, "http://10.0.2.2:"+port+"/", "page-from-host")
+	if now, _ := d.pid(a); now != qa {
+		t.Errorf("A's QEMU is pid %d, was %d: restarted", now, qa)
+	}
+	if now, _ := d.pid(b); now != qb {
+		t.Errorf("B's QEMU is pid %d, was %d: restarted", now, qb)
 	}
 }
 

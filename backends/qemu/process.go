@@ -27,12 +27,14 @@ func processTag(vmid int) string { return "process=poligon-" + strconv.Itoa(vmid
 func (d *Driver) qemuArgs(c vmConfig, loadvm string) []string {
 	dir := d.l.vmDir(c.VMID)
 	netdev, nic := "user,id=net0", "virtio-net-pci,netdev=net0"
+	var uplink []string
 	if c.Network != "" {
 		// Clone checked the name, and joinNetwork the path, before a
 		// VM can get here.
 		n, _ := d.l.network(c.Network)
-		netdev = "vde,id=net0,sock=" + optEscape(n.sock)
+		netdev = standNIC
 		nic += ",mac=" + vmMAC(c.VMID)
+		uplink = n.uplinkArgs()
 	}
 	accel := d.accel.Mode
 	if accel == AccelTCG && c.Cores > 1 {
@@ -98,7 +100,7 @@ func (d *Driver) qemuArgs(c vmConfig, loadvm string) []string {
 	if loadvm != "" {
 		args = append(args, "-loadvm", loadvm)
 	}
-	return args
+	return append(args, uplink...)
 }
 
 // pid answers the pid of the VM's QEMU when it is alive.
