@@ -25,11 +25,27 @@ import (
 // button.
 const MaxLabelLen = 200
 
-// lookalike maps Cyrillic letters to the Latin ones they look like
-// (lowercase, after folding case).
+// lookalike maps Cyrillic letters to the one Latin letter they look like
+// (lowercase, after folding case): the fold turns them into it.
 var lookalike = map[rune]rune{
-	'а': 'a', 'в': 'b', 'е': 'e', 'ё': 'e', 'к': 'k', 'м': 'm', 'н': 'h', 'о': 'o',
-	'р': 'p', 'с': 'c', 'т': 't', 'у': 'y', 'х': 'x', 'і': 'i', 'ј': 'j', 'ѕ': 's',
+	'а': 'a', 'в': 'b', 'е': 'e', 'ё': 'e', 'к': 'k', 'м': 'm', 'о': 'o',
+	'р': 'p', 'с': 'c', 'у': 'y', 'х': 'x', 'і': 'i', 'ј': 'j', 'ѕ': 's',
+}
+
+// readAs lists the Latin letters OCR reads a Cyrillic letter for, or as,
+// where the fold cannot turn it into one (seen: "garden" read "загдет",
+// "drawer" "дгашег", "BusyBox" "ВизуВох"): such a pair costs no edit when
+// a label is compared (looksAlike). Latin letters stay themselves: "gas"
+// is not "sas".
+var readAs = map[rune]string{
+	'б': "b", 'г': "r", 'д': "d", 'з': "gs", 'и': "un", 'й': "u", 'л': "n", 'н': "hn",
+	'п': "n", 'т': "tmn", 'ц': "u", 'ч': "y", 'ш': "w", 'щ': "w", 'ь': "b",
+}
+
+// looksAlike is rune equality for labels: the same letter, or a Cyrillic
+// letter and a Latin one it is read as.
+func looksAlike(x, y rune) bool {
+	return x == y || strings.ContainsRune(readAs[x], y) || strings.ContainsRune(readAs[y], x)
 }
 
 // foldLabel is the form labels are compared in.
@@ -105,25 +121,28 @@ type candidate struct {
 func bestSpots(label string, cands []candidate) []Spot {
 	want := foldLabel(label)
 	limit := allowed(len([]rune(want)))
-	best := limit + 1
+	best := 2*limit + 2
 	var spots []Spot
 	for _, c := range cands {
 		if c.folded == "" {
 			continue
 		}
-		d := 0
+		// rank orders by edits, and a reading through look-alikes after the
+		// same reading exactly: "garden" on screen beats "загдет".
+		d, rank := 0, 0
 		if c.folded != want {
 			// Cheap bound first: lengths too far apart cannot match.
 			if diff := len([]rune(c.folded)) - len([]rune(want)); diff > limit || -diff > limit {
 				continue
 			}
-			d = editdist.Levenshtein(c.folded, want)
+			d = editdist.LevenshteinFunc(c.folded, want, looksAlike)
+			rank = 2*d + 1
 		}
-		if d > limit || d > best {
+		if d > limit || rank > best {
 			continue
 		}
-		if d < best {
-			best, spots = d, spots[:0]
+		if rank < best {
+			best, spots = rank, spots[:0]
 		}
 		c.distance = d
 		spots = appendDistinct(spots, c.Spot)

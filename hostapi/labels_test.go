@@ -15,7 +15,7 @@ func TestFoldLabel(t *testing.T) {
 		"ＯＫ":               "ok",    // full-width, by NFKC
 		"[ Cancel ]":       "cancel",
 		"Ёлка":             "eлka",
-		"Выбранная строка": "bыбpahhaя ctpoka",
+		"Выбранная строка": "bыбpaннaя cтpoka", // н and т are read as more than one Latin letter: see readAs
 	} {
 		if got := foldLabel(in); got != want {
 			t.Errorf("foldLabel(%q) = %q, want %q", in, got, want)
@@ -44,6 +44,16 @@ func TestBestSpots(t *testing.T) {
 		{"Password", []string{"Pasword", "Passw0rd"}, []string{"Pasword", "Passw0rd"}}, // equally near: both
 		{"Installer", []string{"Instal1er", "Installer now"}, []string{"Instal1er"}},
 		{"Next", []string{"Text"}, []string{"Text"}}, // one edit: the caller sees what was read
+		// OCR reading Latin words as Cyrillic letters (seen on real screens),
+		// and Cyrillic words with Latin letters: look-alikes cost nothing.
+		{"garden", []string{"загдет", "gate"}, []string{"загдет"}},
+		{"drawer", []string{"дгашег"}, []string{"дгашег"}},
+		{"BusyBox", []string{"ВизуВох"}, []string{"ВизуВох"}},
+		{"Назад", []string{"Hasad", "Hасос"}, []string{"Hasad"}},
+		{"Где", []string{"rдe"}, []string{"rдe"}},
+		{"Пуск", []string{"nyck"}, []string{"nyck"}},
+		{"garden", []string{"загдет", "garden"}, []string{"garden"}}, // the exact reading wins
+		{"gas", []string{"sas"}, nil},                                // Latin letters stay themselves
 	} {
 		got := bestSpots(c.label, spots(c.cands...))
 		var texts []string

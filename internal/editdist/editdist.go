@@ -4,6 +4,11 @@ package editdist
 // Levenshtein answers the number of single-character (rune) insertions,
 // deletions and substitutions that turn a into b.
 func Levenshtein(a, b string) int {
+	return LevenshteinFunc(a, b, func(x, y rune) bool { return x == y })
+}
+
+// LevenshteinFunc is Levenshtein with same deciding which runes are equal.
+func LevenshteinFunc(a, b string, same func(x, y rune) bool) int {
 	ra, rb := []rune(a), []rune(b)
 	prev := make([]int, len(rb)+1)
 	cur := make([]int, len(rb)+1)
@@ -14,7 +19,7 @@ func Levenshtein(a, b string) int {
 		cur[0] = i
 		for j := 1; j <= len(rb); j++ {
 			cost := 1
-			if ra[i-1] == rb[j-1] {
+			if same(ra[i-1], rb[j-1]) {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)

@@ -12,3 +12,13 @@ func TestLevenshtein(t *testing.T) {
 		}
 	}
 }
+
+func TestLevenshteinFunc(t *testing.T) {
+	vowel := func(x, y rune) bool { return x == y || (x == 'a' && y == 'o') || (x == 'o' && y == 'a') }
+	if got := LevenshteinFunc("cat", "cot", vowel); got != 0 {
+		t.Errorf("LevenshteinFunc(cat, cot, a=o) = %d, want 0", got)
+	}
+	if got := LevenshteinFunc("cat", "cut", vowel); got != 1 {
+		t.Errorf("LevenshteinFunc(cat, cut, a=o) = %d, want 1", got)
+	}
+}
