@@ -6,7 +6,7 @@ GO    ?= go
 BIN   := bin/poligon
 DATA  ?= $(or $(POLIGON_DATA),$(or $(XDG_DATA_HOME),$(HOME)/.local/share)/poligon)
 
-.PHONY: all build deps tiny-template demo serve test bench lint fuzz clean conformance
+.PHONY: all build deps tiny-template debian-template demo serve test bench lint fuzz clean conformance
 
 # What the binary says it is (poligon version, /healthz, the startup log):
 # builds here run with -buildvcs=false, so the Makefile tells it.
@@ -37,6 +37,9 @@ deps:
 
 tiny-template: deps
 	images/tiny/build.sh "$(DATA)"
+
+debian-template:
+	images/debian/build.sh "$(DATA)"
 
 demo: deps tiny-template build
 	$(GO) run ./tools/demo --poligon $(BIN) --evidence evidence

@@ -155,7 +155,7 @@ func TestShippedInstallPicksUpItsRun(t *testing.T) {
 }
 
 func TestShippedUpdateProvesTheReboot(t *testing.T) {
-	up := `apt-get dist-upgrade -y`
+	up := `--force-confold dist-upgrade -y`
 	out, err := runShipped(t, "update.js", nil, []step{
 		{"run", up, `{"state":"running","exit":0,"seconds":50,"tail":""}`, ""},
 		{"run", up, `{"state":"done","exit":0,"seconds":80,"tail":""}`, ""},

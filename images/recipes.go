@@ -14,7 +14,7 @@ import (
 	"slices"
 )
 
-//go:embed tiny tiny-x
+//go:embed tiny tiny-x debian
 var recipes embed.FS
 
 // Names lists the templates the binary can build, sorted.

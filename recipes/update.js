@@ -12,7 +12,10 @@ module.exports = {
   timeout: 3600,
   run(vm) {
     const cmd =
-      "export DEBIAN_FRONTEND=noninteractive; apt-get update && apt-get dist-upgrade -y && " +
+      // A changed conffile would stop dpkg at a question no one reads (its stdin is the agent's /dev/null):
+      // keep the local file, take the package's where the file is untouched.
+      "export DEBIAN_FRONTEND=noninteractive; apt-get update && " +
+      "apt-get -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold dist-upgrade -y && " +
       "if command -v update-kernel >/dev/null; then update-kernel -y; fi";
     let st = vm.run(cmd, { wait: 50 });
     while (st.state === "running") st = vm.run(cmd, { wait: 50 });
