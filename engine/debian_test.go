@@ -35,7 +35,13 @@ func debianServer(t *testing.T) (*Server, *mcp.ClientSession) {
 	if testing.Short() {
 		t.Skip("boots Debian VMs")
 	}
-	cfg := testConfig(t, testvm.DataDir(t, "debian"))
+	data := testvm.DataDir(t, "debian")
+	// The same disk under OVMF: a template that says uefi.
+	uefi := "name = \"debian-uefi\"\nvmid = 9011\ndisk = \"debian/disk.qcow2\"\nmemory_mb = 1024\ncores = 1\nfirmware = \"uefi\"\n"
+	if err := os.WriteFile(filepath.Join(data, "templates", "debian-uefi.toml"), []byte(uefi), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, data)
 	cfg.ScriptsDir = t.TempDir()
 	recipe := `module.exports = {
   name: "recipe", description: "runs the recipe it names with the params given as JSON",
@@ -55,7 +61,12 @@ func debianServer(t *testing.T) (*Server, *mcp.ClientSession) {
 // the time from vm_start to the guest agent's answer.
 func cloneDebian(t *testing.T, cs *mcp.ClientSession, name string, full bool) (int, time.Duration) {
 	t.Helper()
-	out := mustOK(t, cs, "vm_clone", map[string]any{"template_vmid": debianVMID, "name": name, "full": full, "wait": 50})
+	return cloneDebianFrom(t, cs, debianVMID, name, full)
+}
+
+func cloneDebianFrom(t *testing.T, cs *mcp.ClientSession, template int, name string, full bool) (int, time.Duration) {
+	t.Helper()
+	out := mustOK(t, cs, "vm_clone", map[string]any{"template_vmid": template, "name": name, "full": full, "wait": 50})
 	m := vmidLine.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("vm_clone answered %q", out)
@@ -236,6 +247,14 @@ func TestDebian(t *testing.T) {
 		if !strings.HasPrefix(out, "Power key pressed") || !strings.Contains(out, "System Power Off") || !strings.HasSuffix(out, "Journal stopped\n") {
 			t.Fatalf("the previous boot's journal does not show an ACPI shutdown:\n%s", out)
 		}
+	})
+
+	t.Run("UEFI", func(t *testing.T) {
+		vm, _ := cloneDebianFrom(t, cs, 9011, "debuefi", false)
+		if out := shOK(t, cs, vm, "test -d /sys/firmware/efi && findmnt -no FSTYPE /boot/efi"); out != "vfat\n" {
+			t.Fatalf("booted with OVMF: %q, want EFI firmware and the ESP mounted", out)
+		}
+		mustOK(t, cs, "vm_destroy", map[string]any{"vmid": vm, "confirm": true, "wait": 50})
 	})
 
 	t.Run("full clone", func(t *testing.T) {
