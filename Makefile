@@ -48,7 +48,7 @@ serve: tiny-template build
 	$(BIN) serve
 
 test:
-	$(GO) test -race -timeout 30m ./...
+	$(GO) test -race -timeout 60m ./...
 
 bench:
 	$(GO) run ./tools/bench
