@@ -225,6 +225,14 @@ type Screen interface {
 	Wheel(ctx context.Context, x, y, steps int) error
 }
 
+// FreshScreen is a Screen whose Frame can lag the screen (a VNC client's
+// frame is the last update its server chose to send) and that can ask for
+// the screen as it is. A Screen without it captures anew in Frame.
+type FreshScreen interface {
+	// FreshFrame answers a frame no older than the call.
+	FreshFrame(ctx context.Context) (*image.RGBA, time.Time, error)
+}
+
 // Physical benches: a machine behind a PiKVM or a BMC is one machine, not a
 // hypervisor; it serves Console (vmid is ignored: there is one screen),
 // Power and VirtualMedia as far as its controller can.

@@ -93,12 +93,13 @@ func readingText(v *hostapi.VM, rd hostapi.Reading, boxes bool) string {
 	if len(rd.Page.Lines) == 0 {
 		body = "no text found\n"
 	}
-	return fmt.Sprintf("%s\n%s%stiming: ocr %.2f s (%d lines: %d pieces read, %d from cache)",
-		rd.Frame.Size(), body, frameLine(v, rd.Frame)+"\n", rd.Page.Took.Seconds(), len(rd.Page.Lines), rd.Page.Read, rd.Page.Cached)
+	return fmt.Sprintf("%s\n%s%stiming: %s, ocr %.2f s (%d lines: %d pieces read, %d from cache)",
+		rd.Frame.Size(), body, frameLine(v, rd.Frame)+"\n", rd.Frame.Timing(), rd.Page.Took.Seconds(), len(rd.Page.Lines), rd.Page.Read, rd.Page.Cached)
 }
 
-// seeingText renders an element list and its timing line.
-func seeingText(s hostapi.Seeing) string {
+// seeingText renders an element list and its timing line, which starts
+// with the frame's when given (an answer that has no other).
+func seeingText(s hostapi.Seeing, frame string) string {
 	lines := []string{hostapi.ElementLines(s.Elements)}
 	if !s.Complete {
 		lines = append(lines, fmt.Sprintf("elements: incomplete (%s): the list may miss elements and was not cached", s.Problem))
@@ -107,7 +108,10 @@ func seeingText(s hostapi.Seeing) string {
 	if s.Cached {
 		source = "cached"
 	}
-	lines = append(lines, fmt.Sprintf("timing: vision %.1f s (source: %s)", s.Took.Seconds(), source))
+	if frame != "" {
+		frame += ", "
+	}
+	lines = append(lines, fmt.Sprintf("timing: %svision %.1f s (source: %s)", frame, s.Took.Seconds(), source))
 	return strings.Join(lines, "\n")
 }
 
@@ -125,7 +129,7 @@ func see(ctx context.Context, c *Call, in *seeArgs) (*mcp.CallToolResult, error)
 		if err != nil {
 			return nil, err
 		}
-		lines = append(lines, frameLine(v, lk.full), seeingText(s))
+		lines = append(lines, frameLine(v, lk.full), seeingText(s, lk.full.Timing()))
 		if in.NoImage {
 			return text("%s\n%s", lk.full.Size(), strings.Join(lines, "\n")), nil
 		}
@@ -172,9 +176,10 @@ func afterLook(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a af
 	if err != nil {
 		return nil, err
 	}
+	timing += ", " + f.Timing()
 	var body string
 	if s, err := v.See(ctx, f, nil); err == nil {
-		body = fmt.Sprintf("%s\n%s\n%s", f.Size(), frameLine(v, f), seeingText(s))
+		body = fmt.Sprintf("%s\n%s\n%s", f.Size(), frameLine(v, f), seeingText(s, ""))
 	} else if rd, rerr := v.Read(ctx); rerr == nil {
 		body = readingText(v, rd, false)
 	} else {

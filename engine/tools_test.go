@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -68,6 +69,19 @@ func runUntilEnd(t *testing.T, cs *mcp.ClientSession, vmid int, cmd string, rest
 		}
 		restart = false
 	}
+}
+
+// litPixels counts the pixels of r that are not dark: text on the console.
+func litPixels(img image.Image, r image.Rectangle) int {
+	n := 0
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			if c, _, _, _ := color.GrayModel.Convert(img.At(x, y)).RGBA(); c>>8 > 0x60 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func atoi(t *testing.T, s string) int {
@@ -188,7 +202,7 @@ func TestToolsOnTiny(t *testing.T) {
 
 	t.Run("screenshot", func(t *testing.T) {
 		out, res := call(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
-		if res.IsError || !regexp.MustCompile(`^\d+x\d+\nframe: [0-9a-f]+$`).MatchString(out) || len(res.Content) != 2 {
+		if res.IsError || !regexp.MustCompile(`^\d+x\d+\ntiming: fresh frame in [0-9.]+ s\nframe: [0-9a-f]+$`).MatchString(out) || len(res.Content) != 2 {
 			t.Fatalf("ui_screenshot = %q (%d parts)", out, len(res.Content))
 		}
 		full, _, _ := strings.Cut(out, "\n")
@@ -208,6 +222,45 @@ func TestToolsOnTiny(t *testing.T) {
 		mustRefuse(t, cs, "ui_screenshot", map[string]any{"vmid": vmid, "path": "/tmp/escape.png"}, "outside the evidence directory")
 		os.Symlink(t.TempDir(), filepath.Join(cfg.EvidenceDir, "link"))
 		mustRefuse(t, cs, "ui_screenshot", map[string]any{"vmid": vmid, "path": "link/x.png"}, "symlink")
+	})
+
+	// A screenshot taken right after a change in the guest shows it (issue
+	// 18): QEMU's VNC server sends updates on a timer that backs off while
+	// the screen is idle, so the answer must come from a frame asked for.
+	// Two screens alternate on the idle console: a row of '#' at the top,
+	// or the top row empty (the cursor parked on row 12 in both).
+	t.Run("fresh frame after a guest change", func(t *testing.T) {
+		hashes := `"$(printf '%080d' 0 | tr 0 '#')"`
+		stale, prev := 0, ""
+		for i := 0; i < 20; i++ {
+			mustOK(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "timeout": 20}) // idle
+			top := i%2 == 0
+			cmd := fmt.Sprintf(`printf '\033[2J\033[12;1Hempty top %d' >/dev/tty1`, i)
+			if top {
+				cmd = fmt.Sprintf(`printf '\033[2J\033[1;1H%%s\033[12;1Hhashes %d' %s >/dev/tty1`, i, hashes)
+			}
+			mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": cmd})
+			// The stale-frame guard sees the change too: a click aimed from
+			// the last screenshot at the top row is refused.
+			if prev != "" {
+				mustRefuse(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": 360, "y": 8, "frame": prev}, "the screen changed near")
+			}
+			out, res := call(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
+			if m := frameName.FindStringSubmatch(out); m != nil {
+				prev = m[1]
+			}
+			if !regexp.MustCompile(`(?m)^timing: fresh frame in [0-9.]+ s$`).MatchString(out) {
+				t.Errorf("ui_screenshot %d has no timing line for its frame: %q", i, out)
+			}
+			lit := litPixels(decodePNG(t, res), image.Rect(0, 0, 720, 16))
+			if top && lit < 800 || !top && lit > 50 {
+				stale++
+				t.Logf("screenshot %d (top row of '#': %v) has %d lit pixels in the top row: the screen before the change", i, top, lit)
+			}
+		}
+		if stale > 0 {
+			t.Fatalf("%d of 20 screenshots taken right after a change showed the screen from before it", stale)
+		}
 	})
 
 	t.Run("type and key", func(t *testing.T) {

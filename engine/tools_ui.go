@@ -123,6 +123,7 @@ func screenshot(ctx context.Context, c *Call, in *screenshotArgs) (*mcp.CallTool
 		if err != nil {
 			return nil, err
 		}
+		lines = append(lines, "timing: "+lk.full.Timing())
 		return shotResultOf(ctx, c, v, lk.full, lk.shown, in.Scale, lines...)
 	})
 }
@@ -212,7 +213,7 @@ func waitFor(ctx context.Context, c *Call, in *waitForArgs) (*mcp.CallToolResult
 		if err != nil {
 			return nil, err
 		}
-		return shotResult(ctx, c, v, f, in.Scale, line)
+		return shotResult(ctx, c, v, f, in.Scale, line, "timing: "+f.Timing())
 	})
 }
 
@@ -231,7 +232,7 @@ func afterAction(ctx context.Context, c *Call, v *hostapi.VM, res *mcp.CallToolR
 	if err != nil {
 		return nil, err
 	}
-	img, err := shotResult(ctx, c, v, f, a.Scale, timing)
+	img, err := shotResult(ctx, c, v, f, a.Scale, timing+", "+f.Timing())
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +254,7 @@ func shotResultOf(ctx context.Context, c *Call, v *hostapi.VM, full, shown hosta
 	lines = append(lines, frameLine(v, full))
 	if e := c.Server.env.Eyes; e != nil && e.SeeAlways {
 		if s, err := v.See(ctx, full, nil); err == nil {
-			lines = append(lines, seeingText(s))
+			lines = append(lines, seeingText(s, ""))
 		} else {
 			lines = append(lines, "elements: unavailable: "+err.Error())
 		}

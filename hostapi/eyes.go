@@ -337,8 +337,15 @@ func (v *VM) WaitText(ctx context.Context, label string, timeout time.Duration) 
 	start := time.Now()
 	deadline := start.Add(timeout)
 	var last Reading
-	for {
-		f, err := v.Shot(ctx)
+	for i := 0; ; i++ {
+		// The first and the last look ask the console; the ones between
+		// read the live frame, which may lag the screen but is cheap.
+		final := !time.Now().Before(deadline)
+		look := v.peek
+		if i == 0 || final {
+			look = v.Shot
+		}
+		f, err := look(ctx)
 		if err != nil {
 			return TextWait{}, err
 		}
@@ -351,7 +358,7 @@ func (v *VM) WaitText(ctx context.Context, label string, timeout time.Duration) 
 				return TextWait{Spot: s, Elapsed: time.Since(start), Reading: last}, err
 			}
 		}
-		if !time.Now().Before(deadline) {
+		if final {
 			return TextWait{Elapsed: time.Since(start), Reading: last}, nil
 		}
 		select {

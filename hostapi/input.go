@@ -78,12 +78,18 @@ func ParseButton(name string) (backends.Button, error) {
 
 // checkPoint refuses coordinates outside the current frame, and, with a
 // frame digest in since, points near which the screen has changed since
-// that frame.
+// that frame: compared with a frame asked for, since the console's last
+// one may not show a change yet.
 func (v *VM) checkPoint(ctx context.Context, s backends.Screen, since string, pts ...[2]int) error {
-	img, _, err := s.Frame(ctx)
-	if err != nil {
-		return wrap(err, "", "vmid %d console", v.info.VMID)
+	look := v.shot
+	if since == "" {
+		look = func(ctx context.Context, s backends.Screen) (Frame, error) { return v.frame(ctx, s, time.Now()) }
 	}
+	f, err := look(ctx, s)
+	if err != nil {
+		return err
+	}
+	img := f.Image
 	b := img.Bounds()
 	for _, p := range pts {
 		if p[0] < 0 || p[1] < 0 || p[0] >= b.Dx() || p[1] >= b.Dy() {

@@ -20,7 +20,19 @@ import (
 // Frame is one console screenshot at full size.
 type Frame struct {
 	Image *image.RGBA
-	At    time.Time // when it was taken
+	At    time.Time     // when it was taken
+	Took  time.Duration // the wait for it
+	// Lag, when set, says why this is the console's last frame and not
+	// one asked for: it may be older than the call.
+	Lag string
+}
+
+// Timing says what the frame waited for, for an answer's timing: line.
+func (f Frame) Timing() string {
+	if f.Lag != "" {
+		return "last frame the console sent (" + f.Lag + ")"
+	}
+	return fmt.Sprintf("fresh frame in %.2f s", f.Took.Seconds())
 }
 
 // Size answers "WxH".
@@ -81,17 +93,53 @@ func (v *VM) screen(ctx context.Context) (backends.Screen, error) {
 	return s, nil
 }
 
-// Shot takes a screenshot from the live console.
+// Shot takes a screenshot no older than the call: a console whose live
+// frame can lag (VNC: the server sends updates when it likes) is asked for
+// the screen as it is. Should it not answer, the shot is its last frame
+// and says so.
 func (v *VM) Shot(ctx context.Context) (Frame, error) {
 	s, err := v.screen(ctx)
 	if err != nil {
 		return Frame{}, err
 	}
+	return v.shot(ctx, s)
+}
+
+func (v *VM) shot(ctx context.Context, s backends.Screen) (Frame, error) {
+	start := time.Now()
+	fs, ok := s.(backends.FreshScreen)
+	if !ok {
+		return v.frame(ctx, s, start)
+	}
+	img, _, err := fs.FreshFrame(ctx)
+	if err != nil && ctx.Err() == nil {
+		f, ferr := v.frame(ctx, s, start)
+		f.Lag = err.Error()
+		return f, ferr
+	}
+	if err != nil {
+		return Frame{}, wrap(err, "", "vmid %d screenshot", v.info.VMID)
+	}
+	return Frame{Image: img, At: time.Now(), Took: time.Since(start)}, nil
+}
+
+// frame is the console's current frame as it has it (for a VNC console,
+// the last update its server sent).
+func (v *VM) frame(ctx context.Context, s backends.Screen, start time.Time) (Frame, error) {
 	img, _, err := s.Frame(ctx)
 	if err != nil {
 		return Frame{}, wrap(err, "", "vmid %d screenshot", v.info.VMID)
 	}
-	return Frame{Image: img, At: time.Now()}, nil
+	return Frame{Image: img, At: time.Now(), Took: time.Since(start)}, nil
+}
+
+// peek is the current frame, without asking: what the waits sample.
+func (v *VM) peek(ctx context.Context) (Frame, error) {
+	s, err := v.screen(ctx)
+	if err != nil {
+		return Frame{}, err
+	}
+	return v.frame(ctx, s, time.Now())
 }
 
 // Settle is the outcome of a wait on the screen.
@@ -134,8 +182,13 @@ func (v *VM) watch(ctx context.Context, timeout time.Duration, done func(f Frame
 	prev, stableSince, changed := first, start, false
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	confirm := false // the next look asks the console, not the live frame
 	for {
-		f, err := v.Shot(ctx)
+		look := v.peek
+		if confirm {
+			look = v.Shot
+		}
+		f, err := look(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return Settle{Elapsed: time.Since(start), Frame: prev}, nil
@@ -150,8 +203,15 @@ func (v *VM) watch(ctx context.Context, timeout time.Duration, done func(f Frame
 		}
 		prev = f
 		if done(f, f.At.Sub(stableSince), changed) {
-			return Settle{OK: true, Elapsed: time.Since(start), Frame: f}, nil
+			if confirm {
+				return Settle{OK: true, Elapsed: time.Since(start), Frame: f}, nil
+			}
+			// The live frame can lag the screen: what it shows is confirmed
+			// on a fresh one before the wait ends.
+			confirm = true
+			continue
 		}
+		confirm = false
 		select {
 		case <-ctx.Done():
 			return Settle{Elapsed: time.Since(start), Frame: prev}, nil

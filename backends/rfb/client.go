@@ -77,6 +77,7 @@ type Client struct {
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the connection goroutine ends
 	inputSem chan struct{} // one slot: serializes input calls
+	freshSem chan struct{} // one slot: serializes FreshFrame's requests
 
 	mu        sync.Mutex
 	frame     *image.RGBA // the published frame; nil before the first one
@@ -90,10 +91,13 @@ type Client struct {
 
 // link is one connection, handshake done.
 type link struct {
-	conn    net.Conn
-	wmu     sync.Mutex
-	extKeys atomic.Bool // QEMU acknowledged ExtendedKeyEvent
-	broken  atomic.Bool
+	conn     net.Conn
+	wmu      sync.Mutex
+	extKeys  atomic.Bool // QEMU acknowledged ExtendedKeyEvent
+	broken   atomic.Bool
+	dead     chan struct{} // closed by fail
+	deadOnce sync.Once
+	answers  answers // what FreshFrame waits for
 }
 
 // send writes one whole message; a failed write breaks the link, and the
@@ -114,6 +118,7 @@ func (s *link) send(msg []byte) error {
 
 func (s *link) fail() {
 	s.broken.Store(true)
+	s.deadOnce.Do(func() { close(s.dead) })
 	_ = s.conn.Close()
 }
 
@@ -142,7 +147,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
 		cfg: cfg, log: log, delay: max(delay, 0), ctx: cctx, cancel: cancel,
-		done: make(chan struct{}), inputSem: make(chan struct{}, 1),
+		done: make(chan struct{}), inputSem: make(chan struct{}, 1), freshSem: make(chan struct{}, 1),
 		updated: make(chan struct{}), liveCh: make(chan struct{}),
 	}
 	s, dec, err := c.dial(ctx)
@@ -215,7 +220,7 @@ func (c *Client) setup(conn net.Conn, password string) (*link, *decoder, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &link{conn: conn}
+	s := &link{conn: conn, dead: make(chan struct{}), answers: newAnswers()}
 	encodings := append(append([]int32(nil), c.cfg.Encodings...),
 		EncodingDesktopSize, EncodingExtendedDesktopSize, EncodingQEMUExtendedKey)
 	setup := append(setPixelFormatMsg(), setEncodingsMsg(encodings)...)
@@ -311,10 +316,11 @@ const maxUpdatesBeforePublish = 4
 func (c *Client) serve(s *link, dec *decoder) error {
 	stop := context.AfterFunc(c.ctx, s.fail)
 	defer stop()
-	// The only non-incremental request: QEMU answers every non-incremental
-	// request with an ExtendedDesktopSize rect, so answering those with
-	// non-incremental requests would loop forever.
-	if err := s.send(updateRequestMsg(false, dec.width, dec.height)); err != nil {
+	// The reader's only non-incremental request (FreshFrame sends others):
+	// QEMU answers every non-incremental request with an ExtendedDesktopSize
+	// rect, so answering those with non-incremental requests would loop.
+	s.answers.asked()
+	if err := s.send(updateRequestMsg(false, 0, 0, dec.width, dec.height)); err != nil {
 		return err
 	}
 	published := false // since the last (re)size
@@ -340,13 +346,17 @@ func (c *Client) serve(s *link, dec *decoder) error {
 		if u.pixelRects > 0 {
 			pixelUpdates++
 		}
+		shown := true
 		switch {
 		case published && !u.dirty.Empty():
 			c.publish(s, dec, u.dirty)
 		case !published && (dec.fullyCovered() || pixelUpdates >= maxUpdatesBeforePublish):
 			c.publish(s, dec, image.Rect(0, 0, dec.width, dec.height))
 			published = true
+		default:
+			shown = false
 		}
+		s.answers.note(u.echo, shown)
 		if u.pixelRects == 0 && !u.resized {
 			// Guard against servers that answer at once with empty updates.
 			select {
@@ -355,7 +365,7 @@ func (c *Client) serve(s *link, dec *decoder) error {
 				return ErrClosed
 			}
 		}
-		if err := s.send(updateRequestMsg(true, dec.width, dec.height)); err != nil {
+		if err := s.send(updateRequestMsg(true, 0, 0, dec.width, dec.height)); err != nil {
 			return err
 		}
 	}

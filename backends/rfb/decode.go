@@ -44,6 +44,9 @@ type update struct {
 	dirty      image.Rectangle // union of the pixel rects (not yet compared)
 	pixelRects int
 	resized    bool
+	// echo: an ExtendedDesktopSize rect repeating the current size, which
+	// is how QEMU answers a non-incremental request at once (fresh.go).
+	echo bool
 }
 
 func newDecoder(r *bufio.Reader, width, height int) (*decoder, error) {
@@ -170,6 +173,9 @@ func (d *decoder) readUpdate() (update, error) {
 			}
 			if _, err := io.CopyN(io.Discard, d.r, 16*int64(sh[0])); err != nil {
 				return u, err
+			}
+			if w == d.width && hh == d.height {
+				u.echo = true
 			}
 			if err := d.sizeTo(w, hh, &u); err != nil {
 				return u, err

@@ -33,7 +33,14 @@
 //     unless the VNC display is bound to one console (-vnc ...,display=);
 //     read in ui/vnc.c, not tried.
 //   - QEMU answers every NON-incremental update request with an
-//     ExtendedDesktopSize rect: only the first request is non-incremental.
+//     ExtendedDesktopSize rect at once: the reader never answers an update
+//     with one (that would loop), only the first request and FreshFrame's
+//     are non-incremental (fresh.go: how a frame no older than the call is
+//     had, while QEMU's refresh timer backs off to 3 s on an idle screen).
+//   - A pointer move must change both axes: the guest's kernel drops a
+//     tablet axis whose value did not change, so after the guest moved the
+//     pointer itself a move that repeats the last y sent leaves it at the
+//     guest's y (moveTo in input.go steps one pixel first).
 //     QEMU marks the whole screen dirty on a resize, so incremental requests
 //     get the full new frame.
 //   - Before the guest draws, QEMU shows a 640x480 placeholder; SeaBIOS then

@@ -35,6 +35,62 @@ type fakeServer struct {
 	// dropAfter, when > 0, closes the connection after that many input
 	// messages were recorded on it (once).
 	dropAfter int
+	// screen, when set, answers non-incremental requests as QEMU does
+	// (see fresh.go).
+	screen *fakeScreen
+}
+
+// fakeScreen is what a QEMU-like fake server shows: a grey shade the test
+// changes without the server sending anything (QEMU's refresh timer backed
+// off), and an update made before the next request that is still on its
+// way when the server echoes that request. The refresh that answers a
+// request comes at once, or, after a stale update, with the next request
+// (so a client that takes the stale update for the answer is caught).
+type fakeScreen struct {
+	mu    sync.Mutex
+	shade byte
+	stale *byte
+}
+
+func (s *fakeScreen) set(shade byte, stale *byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shade, s.stale = shade, stale
+}
+
+// answer is QEMU's answer to a non-incremental request: the echo at once,
+// then the stale update if one is on its way, else the forced update.
+func (f *fakeServer) answer(w io.Writer) {
+	s := f.screen
+	s.mu.Lock()
+	shade, stale := s.shade, s.stale
+	s.stale = nil
+	s.mu.Unlock()
+	echo := []byte{0, 0, 0, 1, 0, 0, 0, 0}
+	echo = binary.BigEndian.AppendUint16(echo, uint16(f.width))
+	echo = binary.BigEndian.AppendUint16(echo, uint16(f.height))
+	enc := EncodingExtendedDesktopSize
+	echo = binary.BigEndian.AppendUint32(echo, uint32(enc))
+	echo = append(echo, 1, 0, 0, 0) // one screen
+	echo = append(echo, make([]byte, 16)...)
+	w.Write(echo)
+	if stale != nil {
+		w.Write(f.frameOf(*stale))
+		return
+	}
+	w.Write(f.frameOf(shade))
+}
+
+// frameOf is a full raw update of one grey shade.
+func (f *fakeServer) frameOf(shade byte) []byte {
+	upd := []byte{0, 0, 0, 1, 0, 0, 0, 0}
+	upd = binary.BigEndian.AppendUint16(upd, uint16(f.width))
+	upd = binary.BigEndian.AppendUint16(upd, uint16(f.height))
+	upd = append(upd, 0, 0, 0, 0)
+	for i := 0; i < f.width*f.height; i++ {
+		upd = append(upd, shade, shade, shade, 0)
+	}
+	return upd
 }
 
 func newFakeServer(t testing.TB) *fakeServer {
@@ -113,13 +169,12 @@ func (f *fakeServer) serve(pipe net.Conn) {
 			if _, err := io.ReadFull(r, msg); err != nil {
 				return
 			}
-			if msg[0] == 0 { // non-incremental: a full black raw frame
-				upd := []byte{0, 0, 0, 1, 0, 0, 0, 0}
-				upd = binary.BigEndian.AppendUint16(upd, uint16(f.width))
-				upd = binary.BigEndian.AppendUint16(upd, uint16(f.height))
-				upd = append(upd, 0, 0, 0, 0)
-				upd = append(upd, make([]byte, 4*f.width*f.height)...)
-				conn.Write(upd)
+			if msg[0] == 0 { // non-incremental
+				if f.screen == nil {
+					conn.Write(f.frameOf(0)) // the first frame, black
+				} else {
+					f.answer(conn)
+				}
 			}
 			continue
 		case msgKeyEvent:

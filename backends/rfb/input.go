@@ -219,12 +219,31 @@ func pointer(mask uint8, x, y int, pause time.Duration) inputEvent {
 	return inputEvent{pointer: true, mask: mask, x: x, y: y, pause: pause}
 }
 
+// moveTo puts the pointer at (x, y) on a w-wide, h-high screen, both axes
+// set: a one-pixel diagonal step, then the point, each followed by pause.
+// A guest's kernel drops a tablet axis whose value did not change, so when
+// something in the guest moved the pointer (xdotool, a program warping
+// it), a move to the last click's height sent x alone and the pointer kept
+// the guest's y. After the step both axes change. The pause after the step
+// lets the guest read it: QEMU merges pointer reports not yet read.
+func moveTo(x, y, w, h int, pause time.Duration) []inputEvent {
+	sx, sy := x+1, y+1
+	if sx >= w {
+		sx = x - 1
+	}
+	if sy >= h {
+		sy = y - 1
+	}
+	return []inputEvent{pointer(0, sx, sy, backends.PointerSettle), pointer(0, x, y, pause)}
+}
+
 // Move moves the pointer to (x, y) (absolute; the VM needs a tablet).
 func (c *Client) Move(ctx context.Context, x, y int) error {
 	if err := c.checkPoint(x, y); err != nil {
 		return err
 	}
-	return c.exec(ctx, []inputEvent{pointer(0, x, y, 0)})
+	w, h := c.Size()
+	return c.exec(ctx, moveTo(x, y, w, h, 0))
 }
 
 func buttonMask(b backends.Button) (uint8, error) {
@@ -253,15 +272,16 @@ func (c *Client) Click(ctx context.Context, x, y int, b backends.Button, count i
 	if err := c.checkPoint(x, y); err != nil {
 		return err
 	}
-	return c.exec(ctx, clickEvents(mask, x, y, count))
+	w, h := c.Size()
+	return c.exec(ctx, clickEvents(mask, x, y, w, h, count))
 }
 
-func clickEvents(mask uint8, x, y, count int) []inputEvent {
+func clickEvents(mask uint8, x, y, w, h, count int) []inputEvent {
 	hold, gap := backends.ClickHold, time.Duration(0)
 	if count > 1 {
 		hold, gap = backends.MultiClickHold, backends.MultiClickGap
 	}
-	events := []inputEvent{pointer(0, x, y, backends.PointerSettle)}
+	events := moveTo(x, y, w, h, backends.PointerSettle)
 	for i := 0; i < count; i++ {
 		events = append(events, pointer(mask, x, y, hold), pointer(0, x, y, gap))
 	}
@@ -277,13 +297,14 @@ func (c *Client) Drag(ctx context.Context, x1, y1, x2, y2 int) error {
 	if err := c.checkPoint(x2, y2); err != nil {
 		return err
 	}
-	return c.exec(ctx, dragEvents(x1, y1, x2, y2))
+	w, h := c.Size()
+	return c.exec(ctx, dragEvents(x1, y1, x2, y2, w, h))
 }
 
-func dragEvents(x1, y1, x2, y2 int) []inputEvent {
+func dragEvents(x1, y1, x2, y2, w, h int) []inputEvent {
 	dist := math.Hypot(float64(x2-x1), float64(y2-y1))
 	steps := min(max(int(dist/20), 5), 30)
-	events := []inputEvent{pointer(0, x1, y1, backends.PointerSettle), pointer(maskLeft, x1, y1, backends.DragHold)}
+	events := append(moveTo(x1, y1, w, h, backends.PointerSettle), pointer(maskLeft, x1, y1, backends.DragHold))
 	for i := 1; i <= steps; i++ {
 		x := x1 + (x2-x1)*i/steps
 		y := y1 + (y2-y1)*i/steps
@@ -305,15 +326,16 @@ func (c *Client) Wheel(ctx context.Context, x, y, steps int) error {
 	if steps < -100 || steps > 100 {
 		return errors.New("rfb: wheel steps must be within -100..100")
 	}
-	return c.exec(ctx, wheelEvents(x, y, steps))
+	w, h := c.Size()
+	return c.exec(ctx, wheelEvents(x, y, w, h, steps))
 }
 
-func wheelEvents(x, y, steps int) []inputEvent {
+func wheelEvents(x, y, w, h, steps int) []inputEvent {
 	mask := uint8(maskWheelDown)
 	if steps < 0 {
 		mask, steps = maskWheelUp, -steps
 	}
-	events := []inputEvent{pointer(0, x, y, backends.PointerSettle)}
+	events := moveTo(x, y, w, h, backends.PointerSettle)
 	for i := 0; i < steps; i++ {
 		events = append(events, pointer(mask, x, y, 0), pointer(0, x, y, backends.WheelPause))
 	}

@@ -260,3 +260,18 @@ func TestUnknownInputSendsNothing(t *testing.T) {
 		t.Errorf("server received:\n%s", describe(got))
 	}
 }
+
+// Every move changes both axes on its last event, also at the screen's
+// edges (the step goes inward there).
+func TestMoveToChangesBothAxes(t *testing.T) {
+	for _, p := range [][2]int{{0, 0}, {10, 20}, {63, 47}, {63, 0}, {0, 47}} {
+		ev := moveTo(p[0], p[1], 64, 48, 0)
+		step, at := ev[0], ev[1]
+		if at.x != p[0] || at.y != p[1] || step.x == at.x || step.y == at.y || step.x < 0 || step.x >= 64 || step.y < 0 || step.y >= 48 {
+			t.Errorf("moveTo(%v) = step (%d,%d), then (%d,%d)", p, step.x, step.y, at.x, at.y)
+		}
+		if step.pause == 0 {
+			t.Errorf("moveTo(%v): no pause after the step, so QEMU may merge it with the move", p)
+		}
+	}
+}

@@ -59,12 +59,14 @@ func setEncodingsMsg(encodings []int32) []byte {
 	return b
 }
 
-func updateRequestMsg(incremental bool, w, h int) []byte {
+func updateRequestMsg(incremental bool, x, y, w, h int) []byte {
 	b := make([]byte, 10)
 	b[0] = msgFramebufferUpdateRequest
 	if incremental {
 		b[1] = 1
 	}
+	binary.BigEndian.PutUint16(b[2:], uint16(x))
+	binary.BigEndian.PutUint16(b[4:], uint16(y))
 	binary.BigEndian.PutUint16(b[6:], uint16(w))
 	binary.BigEndian.PutUint16(b[8:], uint16(h))
 	return b
