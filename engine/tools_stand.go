@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,7 +42,7 @@ func standTools() []*Tool {
 			titled(mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(true)}, "Plan a stand"), standPlan),
 		newTool("stand_apply", "Build a stand in the background: clone each machine as <owner>-repro-<stand>-<role>, boot it, run its steps, snapshot it clean. Returns at once: follow with stand_status.",
 			titled(runsInGuest, "Build a stand"), standApplyTool),
-		newTool("stand_status", "A stand's progress (each machine: vmid, ip, steps), or your stands.",
+		newTool("stand_status", "A stand's progress (each machine: vmid, ip, phases and steps with their seconds), or your stands.",
 			titled(readOnly, "Stand status"), standStatus),
 		newTool("stand_destroy", "Destroy a stand's VMs and forget it; refused while it builds unless force=true.",
 			titled(destructiveIdempotent, "Destroy a stand"), standDestroy),
@@ -126,20 +127,34 @@ type StandView struct {
 
 // MachineView is one machine of a stand.
 type MachineView struct {
-	Role       string     `json:"role"`
-	Template   string     `json:"template"`
-	VMID       int        `json:"vmid,omitempty"`
-	Node       string     `json:"node,omitempty"`
-	IP         string     `json:"ip,omitempty"`
-	Status     string     `json:"status"`
-	Needs      []string   `json:"needs,omitempty"`
-	Steps      []StepView `json:"steps"`
-	Done       bool       `json:"done"`
-	Error      string     `json:"error,omitempty"`
-	Started    *time.Time `json:"started,omitempty"`
-	Ended      *time.Time `json:"ended,omitempty"`
-	Seconds    float64    `json:"seconds,omitempty"` // its own build time, clone to snapshot
-	Transcript string     `json:"transcript,omitempty"`
+	Role     string     `json:"role"`
+	Template string     `json:"template"`
+	VMID     int        `json:"vmid,omitempty"`
+	Node     string     `json:"node,omitempty"`
+	IP       string     `json:"ip,omitempty"`
+	Status   string     `json:"status"`
+	Needs    []string   `json:"needs,omitempty"`
+	Steps    []StepView `json:"steps"`
+	Done     bool       `json:"done"`
+	Error    string     `json:"error,omitempty"`
+	Started  *time.Time `json:"started,omitempty"`
+	Ended    *time.Time `json:"ended,omitempty"`
+	Seconds  float64    `json:"seconds,omitempty"` // its own build time, clone to snapshot
+	// Phases are where that time went, in order (a resumed build adds its
+	// own): cloning, booting, waiting (for the machines it needs), steps
+	// (each step's time is in Steps), snapshot.
+	Phases []PhaseView `json:"phases,omitempty"`
+	// Transcript is the last run of its steps, relative to the state
+	// directory.
+	Transcript string `json:"transcript,omitempty"`
+}
+
+// PhaseView is one timed part of a machine's build.
+type PhaseView struct {
+	Name    string     `json:"name"`
+	Started time.Time  `json:"started"`
+	Ended   *time.Time `json:"ended,omitempty"`
+	Seconds float64    `json:"seconds,omitempty"` // to now while it runs; absent when its builder died in it
 }
 
 // StepView is one step of a machine.
@@ -149,6 +164,7 @@ type StepView struct {
 	Status  string     `json:"status"` // pending, running, done, failed, interrupted
 	Started *time.Time `json:"started,omitempty"`
 	Ended   *time.Time `json:"ended,omitempty"`
+	Seconds float64    `json:"seconds,omitempty"` // to now while it runs
 	Error   string     `json:"error,omitempty"`
 }
 
@@ -185,31 +201,48 @@ func (s *Server) standStatus(ctx context.Context, who *hostapi.Caller, benchName
 	}
 	for _, st := range list {
 		if st.Name == name {
-			return viewStand(st), nil
+			return viewStand(st, s.cfg.StateDir), nil
 		}
 	}
 	return nil, hostapi.Failf("stand_status without stand lists yours; a stand is forgotten a day after it stopped (its VMs stay: stand_destroy finds them by name)", "no stand %s", name)
 }
 
-func viewStand(st store.Stand) StandView {
+func viewStand(st store.Stand, stateDir string) StandView {
 	v := StandView{OK: true, Stand: st.Name, Status: st.Status, Started: st.Created, Machines: []MachineView{}}
-	end := time.Now().UTC()
+	now := time.Now().UTC()
+	end := now
 	if !st.Ended.IsZero() {
 		v.Ended, end = &st.Ended, st.Ended
 	}
 	v.Seconds = end.Sub(st.Created).Seconds()
+	running := st.Status == store.StandRunning
+	// seconds is a part's time: to now while the stand builds, none when
+	// it never ended (its builder died in it).
+	seconds := func(from, to time.Time) float64 {
+		switch {
+		case !to.IsZero():
+			return to.Sub(from).Seconds()
+		case running && !from.IsZero():
+			return now.Sub(from).Seconds()
+		}
+		return 0
+	}
 	if st.Error != "" {
 		v.Error = &st.Error
 	}
 	for _, m := range st.Machines {
 		mv := MachineView{Role: m.Role, Template: m.Template, VMID: m.VMID, Node: m.Node, IP: m.IP, Status: m.Status,
 			Needs: m.Needs, Done: m.Status == "done", Error: m.Error, Started: timePtr(m.Started), Ended: timePtr(m.Ended),
-			Transcript: m.Transcript, Steps: []StepView{}}
+			Transcript: relPath(stateDir, m.Transcript), Steps: []StepView{}}
 		if !m.Started.IsZero() && !m.Ended.IsZero() {
 			mv.Seconds = m.Ended.Sub(m.Started).Seconds()
 		}
+		for _, p := range m.Phases {
+			mv.Phases = append(mv.Phases, PhaseView{Name: p.Name, Started: p.Started, Ended: timePtr(p.Ended), Seconds: seconds(p.Started, p.Ended)})
+		}
 		for _, step := range m.Steps {
-			sv := StepView{N: step.N, Label: step.Label, Started: timePtr(step.Started), Ended: timePtr(step.Ended), Error: step.Error, Status: "pending"}
+			sv := StepView{N: step.N, Label: step.Label, Started: timePtr(step.Started), Ended: timePtr(step.Ended), Error: step.Error, Status: "pending",
+				Seconds: seconds(step.Started, step.Ended)}
 			switch {
 			case step.Error != "":
 				sv.Status = "failed"
@@ -225,6 +258,18 @@ func viewStand(st store.Stand) StandView {
 		v.Machines = append(v.Machines, mv)
 	}
 	return v
+}
+
+// relPath is a path inside dir as relative to it, so an answer shows no
+// host path; one outside it (never written so) by its name alone.
+func relPath(dir, path string) string {
+	if path == "" {
+		return ""
+	}
+	if rel, err := filepath.Rel(dir, path); err == nil && dir != "" && filepath.IsLocal(rel) {
+		return rel
+	}
+	return filepath.Base(path)
 }
 
 func timePtr(t time.Time) *time.Time {

@@ -154,6 +154,10 @@ func New(ep Endpoint, o Options) (*Client, error) {
 func (c *Client) Purpose() string { return c.ep.Purpose }
 func (c *Client) Model() string   { return c.ep.Model }
 
+// MaxTokens is the token cap every request sets: the options' max_tokens
+// (or max_completion_tokens), else the purpose's default.
+func (c *Client) MaxTokens() int { return c.maxTokens }
+
 // SendSize answers the size a w x h frame is sent at.
 func (c *Client) SendSize(w, h int) (int, int) { return c.ep.SendSize(w, h) }
 

@@ -20,7 +20,8 @@ import (
 
 const standUsage = `usage: poligon stand VERB [args] [flags]
 
-  plan "GOAL" [--prompt]          ask the planner model for a plan (prints it; --prompt prints the system prompt only)
+  plan "GOAL"                     ask the planner model for a plan (prints it)
+  plan --prompt                   print the planner's system prompt (sends nothing, needs no goal)
   apply PLAN.json [--wait]        build a stand: in the background (a detached poligon), or here with a live view (--wait)
   apply --resume NAME [--wait]    continue an interrupted or failed stand
   status [NAME]                   a stand's progress, or the list of your stands
@@ -46,6 +47,9 @@ func standCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return exitError(2)
 	}
 	need := map[string][2]int{"plan": {1, 1}, "apply": {0, 1}, "status": {0, 1}, "destroy": {1, 1}, "compile": {1, 1}}
+	if *prompt && verb == "plan" {
+		need["plan"] = [2]int{0, 1} // the prompt needs no goal (one given is ignored)
+	}
 	n, ok := need[verb]
 	if !ok || len(pos) < n[0] || len(pos) > n[1] || verb == "apply" && (len(pos) == 1) == (*resume != "") {
 		fs.Usage()

@@ -126,3 +126,17 @@ func TestStandCommands(t *testing.T) {
 		}
 	}
 }
+
+// `poligon stand plan --prompt` prints the planner's system prompt without
+// a goal (as the README shows it) and asks no model: none is configured
+// here. plan without a goal or --prompt is still a usage error.
+func TestStandPlanPrompt(t *testing.T) {
+	e := env(t, testvm.ShortTempDir(t))
+	out, errOut, code := poligon(t, e, "stand", "plan", "--prompt")
+	if code != 0 || !strings.Contains(out, "You write stand plans for poligon") || !strings.Contains(out, "tester-repro-<name>-<role>") {
+		t.Fatalf("stand plan --prompt = exit %d:\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := poligon(t, e, "stand", "plan"); code != 2 || !strings.Contains(errOut, "usage: poligon stand") {
+		t.Errorf("stand plan without a goal = exit %d: %s", code, errOut)
+	}
+}

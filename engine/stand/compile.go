@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/poligon/poligon/internal/redact"
 )
 
 // Compile writes a valid plan as one CommonJS module for the script
@@ -263,8 +265,9 @@ func (c *compiler) bound(s Step) float64 {
 }
 
 // stepLabel is how a step shows in progress and errors: its kind and its
-// argument as the plan wrote it (placeholders unrendered), on one line, and
-// never the value of a param whose name says it is a secret.
+// argument as the plan wrote it (placeholders unrendered), on one line,
+// redacted as the audit log redacts: typed text, secret-named params and
+// the secrets a command carries (redact.Command) stand as their size.
 func stepLabel(s Step) string {
 	k, ok := kindNamed(s.Kind)
 	if !ok {
@@ -274,14 +277,14 @@ func stepLabel(s Step) string {
 	l := s.Kind
 	switch s.Kind {
 	case "exec":
-		l += " " + a.command
+		l += " " + redact.Command(a.command)
 	case "exec_gui":
-		l += " " + a.command
+		l += " " + redact.Command(a.command)
 		if a.user != "test" {
 			l += " (as " + a.user + ")"
 		}
 	case "expect":
-		l += " " + a.command
+		l += " " + redact.Command(a.command)
 		if a.contains != nil {
 			l += fmt.Sprintf(" (contains %q)", *a.contains)
 		}
@@ -313,7 +316,7 @@ func stepLabel(s Step) string {
 	case "drag":
 		l += fmt.Sprintf(" %d,%d -> %d,%d", a.xy[0], a.xy[1], a.xy[2], a.xy[3])
 	case "type":
-		l += fmt.Sprintf(" %q", a.text)
+		l += " " + redact.Placeholder(a.text)
 	case "key":
 		l += " " + a.key
 	case "snapshot", "rollback":
@@ -322,7 +325,7 @@ func stepLabel(s Step) string {
 		l += " " + a.name
 		for _, p := range a.params {
 			if secretName(p.name) {
-				l += " " + p.name + "=…"
+				l += " " + p.name + "=" + redact.Placeholder(p.value)
 			} else {
 				l += " " + p.name + "=" + shownValue(p.value)
 			}
@@ -341,15 +344,11 @@ func printable(s string) string {
 	}, strings.ReplaceAll(s, "\r\n", "\n"))
 }
 
-// secretName says a param name looks like it holds a secret.
+// secretName says a param name looks like it holds a secret: the audit
+// log's rule, and "key" anywhere in it (no recipe param names a key to
+// press).
 func secretName(name string) bool {
-	n := strings.ToLower(name)
-	for _, s := range []string{"pass", "secret", "token", "key"} {
-		if strings.Contains(n, s) {
-			return true
-		}
-	}
-	return false
+	return redact.IsSecretName(name) || strings.Contains(strings.ToLower(name), "key")
 }
 
 func shownValue(v string) string {

@@ -104,10 +104,20 @@ func (p *Planner) Plan(ctx context.Context, goal string, env Env) (Answer, error
 			if a.Plan == nil {
 				a.Error = fmt.Sprintf("the planner answered no usable plan in %d attempts: write the plan yourself (see errors) and pass it to stand_apply", attempts)
 			}
+			if v.cut {
+				a.Error = p.cutError()
+			}
 			return a, nil
 		}
 		msgs = append(msgs, vision.Message{Role: "assistant", Content: v.shown}, vision.Message{Role: "user", Content: retryPrompt(v.problems)})
 	}
+}
+
+// cutError says the last answer ran into max_tokens and how to raise it:
+// a retry cannot help when the plan needs more tokens than the limit.
+func (p *Planner) cutError() string {
+	n := p.client.MaxTokens()
+	return fmt.Sprintf(`the planner's answer was cut at the token limit (finish_reason length; max_tokens is %d) in attempt %d of %d: raise max_tokens in [planner] options or PV_AI_PLAN_OPTIONS, e.g. {"max_tokens":%d}, and call stand_plan again; or write the plan yourself (see errors) and pass it to stand_apply`, n, attempts, attempts, 2*n)
 }
 
 // verdict is what one reply amounts to.
@@ -117,6 +127,7 @@ type verdict struct {
 	refusal  string   // the model's {"error": ...}
 	problems []string // why it is no valid plan; empty when it is
 	shown    string   // the reply as the model's turn of a retry
+	cut      bool     // the reply ended at max_tokens
 }
 
 // judge reads a reply: the JSON object in its content (never in its
@@ -128,6 +139,7 @@ func judge(r vision.Reply, env Env) verdict {
 		v.shown = "(no answer)"
 	}
 	cut := r.FinishReason == "length"
+	v.cut = cut
 	obj, problem := extractObject(text)
 	switch {
 	case obj == nil && strings.TrimSpace(r.Text) == "" && r.Reasoning != "":

@@ -192,6 +192,30 @@ func TestPlanCutAtMaxTokens(t *testing.T) {
 	}
 }
 
+// A plan cut at max_tokens twice says so and how to raise the limit (with
+// the limit now in force), not only "write the plan yourself".
+func TestPlanCutTwiceSaysHowToRaiseTheLimit(t *testing.T) {
+	for _, tc := range []struct{ options, limit string }{
+		{`{"temperature":0.1,"max_tokens":1500}`, `max_tokens is 1500) in attempt 2 of 2: raise max_tokens in [planner] options or PV_AI_PLAN_OPTIONS, e.g. {"max_tokens":3000}`},
+		{"", "max_tokens is 3000"}, // the planner's default cap
+	} {
+		p, srv, _ := newPlanner(t, config.Planner{Options: tc.options})
+		srv.Reply(visiontest.Reply{Content: goodPlan[:60], Finish: "length"}, visiontest.Reply{Content: "<think>the server needs " + goodPlan[:30], Finish: "length"})
+		a, err := p.Plan(t.Context(), "a web server", testEnv())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Valid || a.OK || a.Attempts != 2 || a.Plan != nil {
+			t.Errorf("answer %+v", a)
+		}
+		for _, want := range []string{"cut at the token limit", "finish_reason length", tc.limit, "PV_AI_PLAN_OPTIONS", "[planner] options", `"max_tokens":`} {
+			if !strings.Contains(a.Error, want) {
+				t.Errorf("options %q: the error lacks %q: %s", tc.options, want, a.Error)
+			}
+		}
+	}
+}
+
 // Thinking blocks, fences and prose around the object are stripped; the
 // reasoning field is never read as the plan.
 func TestPlanThinkingAndFences(t *testing.T) {

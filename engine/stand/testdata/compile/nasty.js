@@ -21,14 +21,14 @@ const steps = {
     /* 1 */ ["exec echo `id` ${HOME} $(whoami) \\ \"quoted\" 'single'", (vm, p) => vm.exec("echo `id` ${HOME} $(whoami) \\ \"quoted\" 'single'", { timeout: 120 })],
     /* 2 */ ["exec printf '%s\\n' \"${x}\" ` + {{vmid}} + ` </script><script>alert(1)</script>", (vm, p) => vm.exec(`printf '%s\\n' "\${x}" \` + ${vm.vmid} + \` </script><script>alert(1)</script>`, { timeout: 120 })],
     /* 3 */ ["exec line1 line2 line3 line4 end nul [0m `", (vm, p) => vm.exec("line1\nline2\r\nline3\u2028line4\u2029end\u0000nul\u001b[0m\t`", { timeout: 120 })],
-    /* 4 */ ["type \"}); process.exit(1); ({\"", (vm, p) => vm.keyboard.type("}); process.exit(1); ({")],
-    /* 5 */ ["type \"${{{vmid}}}$${{vmid}}\\\\${{vmid}}`${{vmid}}`\"", (vm, p) => vm.keyboard.type(`\${${vm.vmid}}$$${vm.vmid}\\$${vm.vmid}\`$${vm.vmid}\``)],
+    /* 4 */ ["type <redacted 23 bytes>", (vm, p) => vm.keyboard.type("}); process.exit(1); ({")],
+    /* 5 */ ["type <redacted 42 bytes>", (vm, p) => vm.keyboard.type(`\${${vm.vmid}}$$${vm.vmid}\\$${vm.vmid}\`$${vm.vmid}\``)],
   ],
   // ws: template kworkstation-11.4-x86_64-gnome, needs server
   ws: [
-    /* 1 */ ["recipe login user=test password=… session=gnome", (vm, p) => vm.recipe("login", { user: "test", password: "s3cr`et${x}\"'</script>", session: "gnome" })],
+    /* 1 */ ["recipe login user=test password=<redacted 22 bytes> session=gnome", (vm, p) => vm.recipe("login", { user: "test", password: "s3cr`et${x}\"'</script>", session: "gnome" })],
     /* 2 */ ["expect curl -s 'http://{{ip.server}}/?q=${1}' # \\` (contains \"\\\"}]);//\")", (vm, p) => vm.expect(`curl -s 'http://${ip(p, "server")}/?q=\${1}' # \\\``, { timeout: 120, contains: "\"}]);//" })],
-    /* 3 */ ["script gnome_login password=…", (vm, p) => vm.recipe("gnome_login", { password: `hunter2 ${ip(p, "server")}` })],
+    /* 3 */ ["script gnome_login password=<redacted 21 bytes>", (vm, p) => vm.recipe("gnome_login", { password: `hunter2 ${ip(p, "server")}` })],
   ],
 };
 
