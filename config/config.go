@@ -413,6 +413,22 @@ func (c *Config) applyModelEnv(env func(string) string) {
 	c.Planner.Key = resolveKey(Model{KeyEnv: c.Planner.KeyEnv, KeyFile: c.Planner.KeyFile}, "PV_AI_PLAN_KEY", env)
 }
 
+// decodeEnvArray reads the JSON array of variable name into out. A key out
+// does not know is refused by name, as the file's unknown keys are: dropped
+// silently, a pin_sha256 or an allow would not do what its operator wrote.
+func decodeEnvArray(name, v string, out any, shape string) error {
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(out)
+	if err == nil {
+		return nil
+	}
+	if key, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fmt.Errorf("%s: unknown key %s: its entries take %s; set the rest in the config file", name, strings.Trim(key, `"`), shape)
+	}
+	return fmt.Errorf("%s is not a JSON array of %s: %v", name, shape, err)
+}
+
 // applyBenchEnv reads the manual's POLIGON_MCP_STANDS and
 // POLIGON_MCP_STORAGES (JSON arrays) and resolves the physical benches'
 // secrets from their variables and files.
@@ -427,8 +443,9 @@ func (c *Config) applyBenchEnv(env func(string) string) {
 			Description string `json:"description"`
 			Rental      bool   `json:"rental"`
 		}
-		if err := json.Unmarshal([]byte(v), &stands); err != nil {
-			c.envProblems = append(c.envProblems, fmt.Errorf("POLIGON_MCP_STANDS is not a JSON array of {name, type, api, token?}: %v", err))
+		if err := decodeEnvArray("POLIGON_MCP_STANDS", v, &stands, "{name, type, api, token?, backend_id?, description?, rental?}"); err != nil {
+			c.envProblems = append(c.envProblems, err)
+			stands = nil
 		}
 		for _, st := range stands {
 			b := Bench{Name: st.Name, Type: st.Type, API: st.API, BackendID: st.BackendID, Description: st.Description, Rental: st.Rental}
@@ -444,9 +461,9 @@ func (c *Config) applyBenchEnv(env func(string) string) {
 	}
 	if v := env("POLIGON_MCP_STORAGES"); v != "" {
 		var st []Storage
-		dec := json.NewDecoder(strings.NewReader(v))
-		if err := dec.Decode(&st); err != nil {
-			c.envProblems = append(c.envProblems, fmt.Errorf("POLIGON_MCP_STORAGES is not a JSON array of {name, type, address, user?, description?}: %v", err))
+		if err := decodeEnvArray("POLIGON_MCP_STORAGES", v, &st, "{name, type, address, user?, description?}"); err != nil {
+			c.envProblems = append(c.envProblems, err)
+			st = nil
 		}
 		c.Storages = append(c.Storages, st...)
 		c.Source["POLIGON_MCP_STORAGES"] = "env"

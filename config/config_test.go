@@ -218,6 +218,30 @@ address = "https://mirror.lab/iso"
 	}
 }
 
+// POLIGON_MCP_STANDS and POLIGON_MCP_STORAGES refuse a key they do not
+// know, naming it, as the file does: a dropped pin_sha256 or allow would
+// leave a bench trusting less (or allowing less) than its operator wrote,
+// without a word.
+func TestBenchEnvUnknownKeys(t *testing.T) {
+	for _, tc := range []struct{ name, value, key string }{
+		{"POLIGON_MCP_STANDS", `[{"name":"kvm2","type":"pikvm","api":"https://kvm2.lab","token":"admin:kvm2-Secret","pin_sha256":"ab"}]`, "pin_sha256"},
+		{"POLIGON_MCP_STANDS", `[{"name":"kvm2","type":"pikvm","api":"https://kvm2.lab","token":"admin:kvm2-Secret","allow":["power"]}]`, "allow"},
+		{"POLIGON_MCP_STORAGES", `[{"name":"nfs1","type":"nfs","address":"nfs.lab:/iso","allow":true}]`, "allow"},
+	} {
+		c, problems := load(t, "", map[string]string{tc.name: tc.value})
+		text := fmt.Sprint(problems)
+		if want := tc.name + ": unknown key " + tc.key; !strings.Contains(text, want) {
+			t.Errorf("%s with %s: problems %s, want %q", tc.name, tc.key, text, want)
+		}
+		if strings.Contains(text, "Secret") {
+			t.Errorf("a problem quotes a secret: %s", text)
+		}
+		if _, ok := c.Bench("kvm2"); ok || len(c.Storages) != 0 {
+			t.Errorf("%s with an unknown key still configured benches %v, storages %v", tc.name, c.Benches, c.Storages)
+		}
+	}
+}
+
 func TestAccel(t *testing.T) {
 	c, problems := load(t, "", nil)
 	if len(problems) > 0 || c.Accel != "auto" || c.Benches[0].Accel != "auto" {

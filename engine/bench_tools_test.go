@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ type controller struct {
 	mu      sync.Mutex
 	state   string
 	actions []string
+	ignored bool // the machine ignores power actions (an OS that ignores ACPI)
 }
 
 func (c *controller) Close() error { return nil }
@@ -40,6 +42,9 @@ func (c *controller) Power(ctx context.Context, action string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.actions = append(c.actions, "power "+action)
+	if c.ignored {
+		return nil
+	}
 	c.state = map[string]string{"on": "on", "off": "off", "off-hard": "off", "reset": "on", "cycle": "on"}[action]
 	return nil
 }
@@ -206,4 +211,79 @@ func TestBenchTools(t *testing.T) {
 	if a := readFile(t, s.cfg.AuditLog); strings.Contains(a, "pw-kvm") {
 		t.Errorf("a password is in the audit log")
 	}
+}
+
+// The tools that list benches and storages answer a caller the default
+// bench would refuse: they open no bench, and bench_status says which the
+// caller may use.
+func TestBenchListsNeedNoDefaultBench(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Benches = append(cfg.Benches, config.Bench{Name: "pikvm1", Type: "pikvm", API: "https://pikvm1.lab", User: "admin",
+		Password: "pw-pikvm1-secret", Key: "pikvm1-key-0123456789abcdef", Allow: []string{"hid"}})
+	cfg.DefaultBench = "pikvm1"
+	s, _ := physicalServer(t, cfg)
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	cs, err := httpClient(t, ts.URL, map[string]string{"Authorization": "Bearer tester-token-0123456789"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := mustOK(t, cs, "bench_status", nil)
+	for _, want := range []string{"pikvm1\tpikvm\thttps://pikvm1.lab\tno: bench pikvm1 needs its key", "local\tqemu\t-\tyes", "kvm2\tpikvm\thttps://kvm2.lab\tyes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench_status lacks %q:\n%s", want, out)
+		}
+	}
+	if out := mustOK(t, cs, "storage_list", nil); !strings.Contains(out, "mirror\thttp\thttps://mirror.lab/iso/") {
+		t.Errorf("storage_list = %q", out)
+	}
+	// The other tools still need the default bench's key.
+	mustRefuse(t, cs, "bench_power", map[string]any{"action": "status"}, "needs its key")
+}
+
+// A machine whose state does not follow an accepted action (an OS that
+// ignores the ACPI button, a BMC slower than its bound): the answer says the
+// action was accepted and the state has not changed, not "done; now on",
+// which an agent reads as a failure to retry.
+func TestBenchPowerNotFollowed(t *testing.T) {
+	s, ctls := physicalServer(t, nil)
+	cs := connect(t, s)
+	ctls["kvm1"].ignored = true
+	mustOK(t, cs, "bench_lease", map[string]any{"bench": "kvm1", "minutes": 5})
+	out := mustOK(t, cs, "bench_power", map[string]any{"bench": "kvm1", "action": "off", "confirm": true})
+	if out != "power off accepted; the machine still reports on: it has not followed yet (check with action=status; repeating the action would do it twice)" {
+		t.Errorf("power off of a machine that stays on = %q", out)
+	}
+	ctls["kvm1"].ignored = false
+	if out := mustOK(t, cs, "bench_power", map[string]any{"bench": "kvm1", "action": "off", "confirm": true}); out != "power off done; now off" {
+		t.Errorf("power off = %q", out)
+	}
+}
+
+// A caller with only a bench's key is its own principal, and no [[token]]
+// owner can be it: an owner named after the key principal's old name
+// ("key" + bench) does not share its lease.
+func TestKeyPrincipalIsNoOwner(t *testing.T) {
+	const key = "kvm3-key-0123456789abcdef"
+	cfg := testConfig(t, t.TempDir())
+	cfg.Tokens = append(cfg.Tokens, config.Token{Owner: "keykvm3", Token: "keykvm3-token-0123456789"})
+	cfg.Benches = append(cfg.Benches, config.Bench{Name: "kvm3", Type: "pikvm", API: "https://kvm3.lab", User: "admin",
+		Password: "pw-kvm3-secret", Key: key, Rental: true, Allow: []string{"hid", "power"}})
+	s, _ := physicalServer(t, cfg)
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	keyed, err := httpClient(t, ts.URL, map[string]string{"X-Bench-Key": key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := httpClient(t, ts.URL, map[string]string{"X-Bench-Key": key, "Authorization": "Bearer keykvm3-token-0123456789"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, keyed, "bench_lease", map[string]any{"bench": "kvm3", "minutes": 5})
+	if out := mustOK(t, keyed, "bench_power", map[string]any{"bench": "kvm3", "action": "status"}); out != "power on" {
+		t.Errorf("the key's own lease: %q", out)
+	}
+	mustRefuse(t, owner, "bench_power", map[string]any{"bench": "kvm3", "action": "status"}, "key:kvm3 holds it")
+	mustRefuse(t, owner, "bench_lease", map[string]any{"bench": "kvm3", "minutes": 5}, "leased by key:kvm3")
 }

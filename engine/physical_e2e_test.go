@@ -16,6 +16,7 @@ import (
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/internal/benches"
 	"github.com/poligon/poligon/internal/editdist"
+	"github.com/poligon/poligon/internal/logs"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
@@ -64,8 +65,8 @@ func TestMegaRACBench(t *testing.T) {
 	if problems := cfg.Check(); len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	logs := &testvm.SyncBuffer{}
-	s, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), OpenBench: func(bc config.Bench, log *slog.Logger) (Bench, error) {
+	logged := &testvm.SyncBuffer{}
+	s, err := New(cfg, Options{Logger: debugLog(t, logged), OpenBench: func(bc config.Bench, log *slog.Logger) (Bench, error) {
 		return benches.NewRoot().Open(bc, log)
 	}})
 	if err != nil {
@@ -109,7 +110,8 @@ func TestMegaRACBench(t *testing.T) {
 	if n := fake.OpenSessions(); n != 0 {
 		t.Errorf("%d Redfish sessions left open", n)
 	}
-	for what, text := range map[string]string{"log": logs.String(), "audit": readFile(t, s.cfg.AuditLog)} {
+	backendLine(t, logged.String(), "srv1", "bmc operation")
+	for what, text := range map[string]string{"log": logged.String(), "audit": readFile(t, s.cfg.AuditLog)} {
 		if strings.Contains(text, password) {
 			t.Errorf("the BMC password is in the %s", what)
 		}
@@ -138,8 +140,8 @@ func TestPiKVMBench(t *testing.T) {
 	if problems := cfg.Check(); len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	logs := &testvm.SyncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
+	logged := &testvm.SyncBuffer{}
+	log := debugLog(t, logged)
 	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
 	if err != nil {
 		t.Fatal(err)
@@ -197,9 +199,34 @@ func TestPiKVMBench(t *testing.T) {
 	}
 	mustRefuse(t, cs, "ui_key", kvm("key", "ctrl-alt-delete"), "does not allow power actions")
 	mustRefuse(t, cs, "bench_power", map[string]any{"bench": "kvm1", "action": "reset", "confirm": true}, "does not allow power actions")
-	for what, text := range map[string]string{"log": logs.String(), "audit": readFile(t, s.cfg.AuditLog)} {
+	backendLine(t, logged.String(), "kvm1", "pikvm: stream opened")
+	backendLine(t, logged.String(), "kvm1", "pikvm: kvmd version")
+	for what, text := range map[string]string{"log": logged.String(), "audit": readFile(t, s.cfg.AuditLog)} {
 		if strings.Contains(text, password) {
 			t.Errorf("the PiKVM password is in the %s", what)
 		}
 	}
+}
+
+// debugLog is the binary's logger (logfmt) at debug, writing to buf: the
+// secret scans then see every backend line.
+func debugLog(t *testing.T, buf *testvm.SyncBuffer) *slog.Logger {
+	t.Helper()
+	log, err := logs.New(buf, "logfmt", "debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
+
+// backendLine fails unless the log holds a line msg from the backend of
+// bench (so its lines reach the operator's log, named by bench).
+func backendLine(t *testing.T, text, bench, msg string) {
+	t.Helper()
+	for _, l := range logLines(t, text) {
+		if l["msg"] == msg && l["bench"] == bench {
+			return
+		}
+	}
+	t.Errorf("no %q line of bench %s in the log:\n%s", msg, bench, text)
 }

@@ -34,12 +34,16 @@ func (s *Server) scriptTool(sc *catalog.Script) *Tool {
 		sp.params = append(sp.params, pp)
 	}
 	shown := spec{params: append(append([]param{}, sp.params...), benchParam)}
+	// A script may run anything as root; its title is the manifest's, or
+	// its name in words (gnome_login: "Gnome login (script)").
+	title := m.Title
+	if title == "" {
+		title = strings.ToUpper(m.Name[:1]) + strings.ReplaceAll(m.Name[1:], "_", " ") + " (script)"
+	}
 	t := &Tool{
 		Name:        "vm_" + m.Name,
 		Description: m.Description,
-		// A script may run anything as root; its title is its name in words
-		// (gnome_login: "Gnome login (script)").
-		Annotations: titled(runsInGuest, strings.ToUpper(m.Name[:1])+strings.ReplaceAll(m.Name[1:], "_", " ")+" (script)"),
+		Annotations: titled(runsInGuest, title),
 		Schema:      shown.schema(),
 		Decode:      func(raw json.RawMessage) (any, error) { return decodeScriptArgs(sp, raw) },
 		VMID:        func(args any) int { return args.(*scriptArgs).VMID },

@@ -191,6 +191,25 @@ func TestHotReload(t *testing.T) {
 	waitListed(t, changed, "vm_hello gone after its file was deleted", func() bool { return desc() == "<not listed>" })
 }
 
+// A manifest's title is its tool's title (MCP clients show it); without
+// one the title is the name in words.
+func TestScriptTitle(t *testing.T) {
+	_, cs, dir, _ := scriptServer(t, testvm.ShortTempDir(t))
+	titled := strings.Replace(scriptSrc("crash", "reproduces the crash", `return 1;`), "params:", `title: "Reproduce the crash", params:`, 1)
+	for name, src := range map[string]string{"crash.js": titled, "plain_one.js": scriptSrc("plain_one", "x", `return 1;`)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "both tools listed", func() bool { return listed(t, cs, "vm_crash") != nil && listed(t, cs, "vm_plain_one") != nil })
+	for name, want := range map[string]string{"vm_crash": "Reproduce the crash", "vm_plain_one": "Plain one (script)"} {
+		tool := listed(t, cs, name)
+		if tool.Title != want || tool.Annotations == nil || tool.Annotations.Title != want {
+			t.Errorf("%s: title %q, annotations %+v; want %q", name, tool.Title, tool.Annotations, want)
+		}
+	}
+}
+
 func TestScriptValidation(t *testing.T) {
 	s, cs, dir, _ := scriptServer(t, testvm.ShortTempDir(t))
 	files := map[string]string{

@@ -352,12 +352,17 @@ func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, re
 	if t.VMID != nil {
 		rec.VMID = t.VMID(args)
 	}
-	who, err := s.Caller(ctx, c.creds, benchName)
-	if err != nil {
-		return refuse(err)
+	var who *hostapi.Caller
+	if t.NoBench {
+		rec.Owner = c.creds.Owner
+	} else {
+		who, err = s.Caller(ctx, c.creds, benchName)
+		if err != nil {
+			return refuse(err)
+		}
+		rec.Owner = who.Owner()
+		who.WithProgress(progressTo(ctx, req))
 	}
-	rec.Owner = who.Owner()
-	who.WithProgress(progressTo(ctx, req))
 	res, err := t.Handle(ctx, &Call{Tool: t, Caller: who, Bench: benchName, Args: args, Request: req, Server: s})
 	var dry *hostapi.DryRun
 	if errors.As(err, &dry) {

@@ -32,14 +32,17 @@ type Tool struct {
 	Redact []string
 	// VMID answers the vmid a call acts on, for the audit log (0: none).
 	VMID func(args any) int
+	// NoBench: the tool lists benches or storages and opens none, so it
+	// needs no bench's credential (Call.Caller is nil).
+	NoBench bool
 }
 
 // Call is one tool call: the caller on the bench and the decoded
 // arguments.
 type Call struct {
 	Tool    *Tool
-	Caller  *hostapi.Caller
-	Bench   string // the bench's configured name
+	Caller  *hostapi.Caller // nil for a NoBench tool
+	Bench   string          // the bench's configured name
 	Args    any
 	Request *mcp.CallToolRequest
 	Server  *Server

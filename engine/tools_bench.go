@@ -47,9 +47,15 @@ type benchMediaArgs struct {
 type storageListArgs struct{}
 
 func benchTools() []*Tool {
+	// The listings open no bench: a caller the default bench refuses may
+	// still learn which benches it may use.
+	status := newTool("bench_status", "The benches as TSV: name, type, api, whether you may use it, lease, power state, description.",
+		titled(readOnly, "List the benches"), benchStatus)
+	storages := newTool("storage_list", "The storages install images come from (bench_media) as TSV: name, type, address, user, description.",
+		titled(readOnly, "List the storages"), storageList)
+	status.NoBench, storages.NoBench = true, true
 	return []*Tool{
-		newTool("bench_status", "The benches as TSV: name, type, api, whether you may use it, lease, power state, description.",
-			titled(readOnly, "List the benches"), benchStatus),
+		status,
 		newTool("bench_lease", "Lease a physical bench so nobody else uses it; refused while another holds it. A rental bench's tools need your lease.",
 			titled(mutating, "Lease a bench"), benchLease),
 		newTool("bench_release", "End your lease of a bench.", titled(idempotent, "Release a bench"), benchRelease),
@@ -57,8 +63,7 @@ func benchTools() []*Tool {
 			titled(destructive, "Power a physical machine"), benchPower),
 		newTool("bench_media", "Virtual media of a physical machine: list images, mount one as CD or flash drive (from the device or an http storage), eject.",
 			titled(destructive, "Virtual media"), benchMedia),
-		newTool("storage_list", "The storages install images come from (bench_media) as TSV: name, type, address, user, description.",
-			titled(readOnly, "List the storages"), storageList),
+		storages,
 	}
 }
 
@@ -189,6 +194,9 @@ func onMachine(ctx context.Context, c *Call, fn func(v *hostapi.VM) (*mcp.CallTo
 	return withVM(ctx, c, hostapi.MachineVMID, fn)
 }
 
+// powerAfter is the state each power action leaves the machine in.
+var powerAfter = map[string]string{"on": "on", "off": "off", "off-hard": "off", "reset": "on", "cycle": "on"}
+
 func benchPower(ctx context.Context, c *Call, in *benchPowerArgs) (*mcp.CallToolResult, error) {
 	return onMachine(ctx, c, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
 		if in.Action == "status" {
@@ -203,6 +211,12 @@ func benchPower(ctx context.Context, c *Call, in *benchPowerArgs) (*mcp.CallTool
 				return "", err
 			}
 			st, _ := v.PowerState(ctx)
+			if want := powerAfter[in.Action]; st != want && st != "unknown" {
+				// A controller answers before the machine acts (and an OS
+				// may ignore ACPI): "done; now on" would read as a failure
+				// to retry, and a retried reset resets twice.
+				return fmt.Sprintf("power %s accepted; the machine still reports %s: it has not followed yet (check with action=status; repeating the action would do it twice)", in.Action, st), nil
+			}
 			return fmt.Sprintf("power %s done; now %s", in.Action, st), nil
 		}, in.Confirm)
 	})

@@ -97,8 +97,13 @@ func NewCaller(ctx context.Context, env *Env, owner, lockNS string, be backends.
 	return c, nil
 }
 
-// ownerPattern is what SanitizeOwner leaves.
-var ownerPattern = regexp.MustCompile(`^[a-z0-9]+$`)
+// ownerPattern is what SanitizeOwner leaves, or a bench key's principal.
+var ownerPattern = regexp.MustCompile(`^([a-z0-9]+|key:[a-z][a-z0-9_-]*)$`)
+
+// KeyPrincipal names everyone who calls bench with its key alone. The ':'
+// is in no owner name (SanitizeOwner keeps [a-z0-9]), so no [[token]]
+// owner can be it and share its leases.
+func KeyPrincipal(bench string) string { return "key:" + bench }
 
 // SanitizeOwner lowercases a user name and keeps only [a-z0-9]: the same
 // rule the manual gives for PVE token users (Ivan.Petrov -> ivanpetrov).

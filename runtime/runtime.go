@@ -63,8 +63,9 @@ type Param struct {
 type Manifest struct {
 	Name        string        `json:"name"` // ^[a-z][a-z0-9_]*$; a tool becomes vm_<name>
 	Description string        `json:"description"`
-	Params      []Param       `json:"params"` // in declaration order
-	Tool        bool          `json:"tool"`   // false: a recipe, callable from scripts only
+	Title       string        `json:"title,omitempty"` // the tool's title; "": its name in words
+	Params      []Param       `json:"params"`          // in declaration order
+	Tool        bool          `json:"tool"`            // false: a recipe, callable from scripts only
 	Timeout     time.Duration `json:"timeout,omitempty"`
 	// Recipes lists the recipes the script's source names literally in
 	// vm.recipe("name", ...) calls, for load-time validation.
@@ -91,6 +92,9 @@ func (m Manifest) Validate() error {
 	}
 	if m.Description == "" {
 		return errors.New("description is empty")
+	}
+	if strings.ContainsAny(m.Title, "\r\n") {
+		return errors.New("title must be one line")
 	}
 	seen := map[string]bool{"vmid": true, "bench": true}
 	for _, p := range m.Params {

@@ -40,6 +40,8 @@ declare namespace poligon {
     /** ^[a-z][a-z0-9_]*$ */
     name: string;
     description: string;
+    /** The tool's title (one line), which MCP clients show. Defaults: the name in words, e.g. "Gnome login (script)". */
+    title?: string;
     /** Every param is a string; one without a default is required. */
     params?: { [name: string]: { description?: string; default?: string } };
     /** false: a recipe, callable from scripts and stand plans only. Defaults: tool true. */

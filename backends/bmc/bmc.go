@@ -208,9 +208,9 @@ func (b *Bench) run(ctx context.Context, name string, f func(*op) error) (err er
 	defer func() {
 		o.close()
 		if err != nil {
-			b.log.Info("bmc operation failed", "bench", b.Kind(), "op", name, "took", time.Since(start).Round(time.Millisecond), "err", err.Error())
+			b.log.Info("bmc operation failed", "controller", b.Kind(), "op", name, "took", time.Since(start).Round(time.Millisecond), "err", err.Error())
 		} else {
-			b.log.Debug("bmc operation", "bench", b.Kind(), "op", name, "took", time.Since(start).Round(time.Millisecond))
+			b.log.Debug("bmc operation", "controller", b.Kind(), "op", name, "took", time.Since(start).Round(time.Millisecond))
 		}
 	}()
 	if err := o.client.Open(ctx); err != nil {
@@ -252,7 +252,7 @@ func (o *op) close() {
 	o.client.Close(ctx)
 	if path, _ := o.w.openSession(); path != "" {
 		if err := o.w.logout(ctx, o.b.ep.url); err != nil {
-			o.b.log.Warn("bmc session may be left open on the BMC", "bench", o.b.Kind(), "session", path, "err", o.b.scrub(err.Error()))
+			o.b.log.Warn("bmc session may be left open on the BMC", "controller", o.b.Kind(), "session", path, "err", o.b.scrub(err.Error()))
 		}
 	}
 }

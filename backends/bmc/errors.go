@@ -50,6 +50,9 @@ const (
 type Error struct {
 	Bench string // the backend's Kind
 	Op    string // "power reset", "media mount", ...
+	// Asked is the ResetType a power operation asked the BMC for, when it
+	// got that far.
+	Asked string
 	// Refusal is the BMC's answer that failed the operation, when one did.
 	Refusal *refusal
 	Err     error
@@ -65,8 +68,29 @@ func (e *Error) Error() string {
 	case e.Err != nil:
 		cause = e.Err.Error()
 	}
-	return e.Bench + ": " + e.Op + ": " + cause
+	return e.head() + cause
 }
+
+// head is what the error says before its cause: where, what, and what
+// the BMC was asked.
+func (e *Error) head() string {
+	h := e.Bench + ": " + e.Op + ": "
+	if e.Asked != "" {
+		h += "asked the BMC for " + e.Asked + "; "
+	}
+	return h
+}
+
+// asked marks the error of a power request with the ResetType it asked
+// for: bmclib words it as its own function ("power cycle failed" for a
+// ForceRestart).
+type asked struct {
+	resetType string
+	err       error
+}
+
+func (a *asked) Error() string { return a.err.Error() }
+func (a *asked) Unwrap() error { return a.err }
 
 func (e *Error) Unwrap() []error {
 	out := append([]error{}, e.is...)
@@ -88,6 +112,10 @@ func (b *Bench) classify(ctx context.Context, op string, err error, last *refusa
 		return nil
 	}
 	e := &Error{Bench: b.Kind(), Op: op}
+	var a *asked
+	if errors.As(err, &a) {
+		e.Asked = a.resetType
+	}
 	var ce *common.Error
 	var re *refusal
 	switch {
@@ -111,6 +139,12 @@ func (b *Bench) classify(ctx context.Context, op string, err error, last *refusa
 	case netErr != nil && isDialError(netErr):
 		e.Err = fmt.Errorf("%s: %v", b.ep.url, netErr)
 		e.hint = hintUnreachable
+		return b.scrubbed(secrets, e)
+	case netErr != nil && e.Asked != "":
+		// The request went out; the BMC may have acted on it.
+		e.Err = fmt.Errorf("no answer came (%v)", netErr)
+		e.hint = "the BMC may have acted before its answer was lost: read the power state (action status) before repeating the action, " +
+			"which would be done twice"
 		return b.scrubbed(secrets, e)
 	case errors.Is(err, bmclibErrs.ErrIncompatibleProvider):
 		e.Err = fmt.Errorf("the BMC does not say it is a %s (bmclib: %v)", b.d.name, cleanBmclib(err))
@@ -238,7 +272,7 @@ func (b *Bench) scrubbed(secrets []string, e *Error) error {
 	text := e.Error()
 	if clean := b.scrub(text, secrets...); clean != text {
 		e.Refusal = nil
-		e.Err = &cleaned{text: clean[len(e.Bench+": "+e.Op+": "):], err: errors.Join(e.is...)}
+		e.Err = &cleaned{text: clean[len(e.head()):], err: errors.Join(e.is...)}
 	}
 	return e
 }

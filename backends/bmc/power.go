@@ -3,6 +3,7 @@ package bmc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,7 +17,13 @@ import (
 // offWait bounds the wait for Off between the halves of an emulated cycle.
 var offWait = 60 * time.Second
 
-// pollEvery is how often the power state is read during that wait.
+// settleWait bounds the wait for the state to follow an action: a BMC
+// answers before it acts, and a caller reading the old state would retry.
+// A graceful shutdown is the OS's to finish: it may take longer, and the
+// caller is then told the state has not followed yet.
+var settleWait = 30 * time.Second
+
+// pollEvery is how often the power state is read while waiting for it.
 var pollEvery = 250 * time.Millisecond
 
 // PowerState answers "on", "off" or "unknown".
@@ -57,30 +64,64 @@ func (b *Bench) Power(ctx context.Context, action string) error {
 			"use on, off (graceful), off-hard, reset (hard) or cycle (off, then on)")
 	}
 	return b.run(ctx, "power "+action, func(o *op) error {
+		var err error
+		want := "on"
 		switch action {
 		case backends.PowerOn:
-			return o.set("on")
+			err = o.set("on")
 		case backends.PowerOffHard:
-			return o.set("off")
+			err, want = o.set("off"), "off"
 		case backends.PowerOff:
-			return o.softOff()
+			err, want = o.softOff(), "off"
 		case backends.PowerReset:
-			return o.hardReset()
+			err = o.hardReset()
+		default:
+			err = o.cycle()
 		}
-		return o.cycle()
+		if err != nil {
+			return err
+		}
+		_, err = o.waitState(want, settleWait)
+		return err
 	})
+}
+
+// waitState polls the power state until it reads want or limit passes,
+// and says whether it did.
+func (o *op) waitState(want string, limit time.Duration) (bool, error) {
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		s, err := o.client.GetPowerState(o.ctx)
+		if err != nil {
+			return false, err
+		}
+		if powerWord(s) == want {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		select {
+		case <-o.ctx.Done():
+			return false, o.ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // set runs one of bmclib's power states that v2.3.5 gets right: on (On,
 // skipped when on), off (ForceOff, skipped when off) and cycle
 // (ForceRestart).
 func (o *op) set(state string) error {
+	t := map[string]string{"on": "On", "off": "ForceOff", "cycle": "ForceRestart"}[state]
 	ok, err := o.client.SetPowerState(o.ctx, state)
 	if err != nil {
-		return err
+		return &asked{resetType: t, err: err}
 	}
 	if !ok {
-		return fmt.Errorf("the BMC did not confirm power %s", state)
+		return &asked{resetType: t, err: errors.New("the BMC did not confirm it")}
 	}
 	return nil
 }
@@ -100,8 +141,10 @@ func (o *op) softOff() error {
 	exact, loose := allows(sys, rf.GracefulShutdownResetType)
 	switch {
 	case exact:
-		_, err := o.prov.PowerSet(o.ctx, "soft")
-		return err
+		if _, err := o.prov.PowerSet(o.ctx, "soft"); err != nil {
+			return &asked{resetType: string(rf.GracefulShutdownResetType), err: err}
+		}
+		return nil
 	case loose:
 		return o.reset(sys, rf.GracefulShutdownResetType)
 	}
@@ -151,25 +194,12 @@ func (o *op) offThenOn() error {
 	if err := o.set("off"); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(offWait)
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		s, err := o.client.GetPowerState(o.ctx)
-		if err != nil {
-			return err
-		}
-		if powerWord(s) == "off" {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the BMC accepted ForceOff but still reports %s after %v, so it was not powered on again", s, offWait)
-		}
-		select {
-		case <-o.ctx.Done():
-			return o.ctx.Err()
-		case <-tick.C:
-		}
+	off, err := o.waitState("off", offWait)
+	if err != nil {
+		return err
+	}
+	if !off {
+		return fmt.Errorf("the BMC accepted ForceOff but still reports the machine on after %v, so it was not powered on again", offWait)
 	}
 	return o.set("on")
 }
@@ -187,7 +217,10 @@ func (o *op) reset(sys *rf.ComputerSystem, t rf.ResetType) error {
 	if target == "" {
 		return fmt.Errorf("the BMC's system %s has no Reset action", sys.ID)
 	}
-	return sys.Post(target, map[string]rf.ResetType{"ResetType": t})
+	if err := sys.Post(target, map[string]rf.ResetType{"ResetType": t}); err != nil {
+		return &asked{resetType: string(t), err: err}
+	}
+	return nil
 }
 
 // knownResetTypes is the ResetType enumeration, to read fused values.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,6 +142,30 @@ func TestPower(t *testing.T) {
 		}
 	})
 
+	// A BMC answers before it acts (here 2 s later, On included): the
+	// bench waits for the state to follow, so a caller reading it right
+	// after sees what it asked for, not the old state, and does not retry.
+	t.Run("the state follows", func(t *testing.T) {
+		ensureOn(t)
+		fake := startFake(t, redfishtest.Options{Dialect: redfishtest.MegaRAC, PowerLag: 2 * time.Second})
+		b := benchFor(t, fake, DialectMegaRAC)
+		ctx := ctxT(t)
+		for _, step := range []struct{ action, want string }{{backends.PowerOffHard, "off"}, {backends.PowerOn, "on"}} {
+			if err := b.Power(ctx, step.action); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := b.PowerState(ctx); err != nil || st != step.want {
+				t.Fatalf("right after %s the BMC reads %q (%v), want %s", step.action, st, err, step.want)
+			}
+		}
+		if st := vmStatus(t); st != "running" {
+			t.Fatalf("after on QEMU is %s", st)
+		}
+		if got := resetTypesSent(fake); !slices.Equal(got, []string{"ForceOff", "On"}) {
+			t.Errorf("reset types sent: %v, want [ForceOff On]", got)
+		}
+	})
+
 	// A BMC still applying an action refuses the next one (409): ErrBusy
 	// with a hint, and the BMC's own words.
 	t.Run("busy", func(t *testing.T) {
@@ -147,9 +173,7 @@ func TestPower(t *testing.T) {
 		fake := startFake(t, redfishtest.Options{Dialect: redfishtest.MegaRAC, PowerLag: time.Second})
 		b := benchFor(t, fake, DialectMegaRAC)
 		ctx := ctxT(t)
-		if err := b.Power(ctx, backends.PowerOffHard); err != nil {
-			t.Fatal(err)
-		}
+		forceOffElsewhere(t, fake, "Self")       // the bench would wait for it
 		err := b.Power(ctx, backends.PowerReset) // the machine still reads On
 		if !errors.Is(err, backends.ErrBusy) || backends.HintOf(err) == "" {
 			t.Fatalf("reset during a power transition: %v (hint %q), want ErrBusy with a hint", err, backends.HintOf(err))
@@ -157,7 +181,10 @@ func TestPower(t *testing.T) {
 		if !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "ResourceInUse") {
 			t.Errorf("the error does not carry the BMC's answer: %v", err)
 		}
-		if got := resetTypesSent(fake); !slices.Equal(got, []string{"ForceOff", "ForceRestart"}) {
+		if !strings.Contains(err.Error(), "asked the BMC for ForceRestart") {
+			t.Errorf("the error does not say what was asked: %v", err)
+		}
+		if got := resetTypesSent(fake); !slices.Equal(got, []string{"ForceOff", "ForceRestart"}) { // the first from elsewhere
 			t.Errorf("reset types sent: %v", got)
 		}
 		fake.Close() // waits for the lagged ForceOff
@@ -188,6 +215,40 @@ func TestPower(t *testing.T) {
 		}
 	})
 
+	// The BMC acts on a reset and its answer is lost (a connection reset
+	// on the way back): the error says what poligon asked for and that no
+	// answer came, in poligon's words, not bmclib's ("gofish: power cycle
+	// failed"), and the hint warns that the reset may have happened.
+	t.Run("reset whose answer is lost", func(t *testing.T) {
+		ensureOn(t)
+		fake := startFake(t, redfishtest.Options{Dialect: redfishtest.MegaRAC})
+		b := benchFor(t, fake, DialectMegaRAC, func(c *Config) {
+			c.PinSHA256 = ""
+			c.HTTP = &http.Client{Transport: losingResets{rawClient(fake).Transport}}
+		})
+		err := b.Power(ctxT(t), backends.PowerReset)
+		if err == nil {
+			t.Fatal("a reset whose answer was lost succeeded")
+		}
+		for _, want := range []string{"power reset: asked the BMC for ForceRestart", "no answer"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the error lacks %q: %v", want, err)
+			}
+		}
+		for _, lib := range []string{"gofish", "provider", "power cycle failed", "failed to set power state"} {
+			if strings.Contains(err.Error(), lib) {
+				t.Errorf("the error speaks bmclib's words (%q): %v", lib, err)
+			}
+		}
+		if h := backends.HintOf(err); !strings.Contains(h, "status") {
+			t.Errorf("hint %q: want it to say to read the state before repeating", h)
+		}
+		if got := resetTypesSent(fake); !slices.Equal(got, []string{"ForceRestart"}) {
+			t.Errorf("reset types sent: %v, want one ForceRestart", got)
+		}
+		ensureAgent(t)
+	})
+
 	t.Run("unknown action", func(t *testing.T) {
 		fake := startFake(t, redfishtest.Options{Dialect: redfishtest.Dell})
 		b := benchFor(t, fake, DialectDell)
@@ -209,4 +270,38 @@ func waitEvent(t testing.TB, name string, since time.Time) qmp.Event {
 		return err
 	})
 	return ev
+}
+
+// forceOffElsewhere posts ForceOff to the fake as another client does
+// (Basic auth, no session), and leaves it to apply it.
+func forceOffElsewhere(t *testing.T, s *redfishtest.Server, system string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", s.URL+"/redfish/v1/Systems/"+system+"/Actions/ComputerSystem.Reset", strings.NewReader(`{"ResetType":"ForceOff"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(testUser, testPassword)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := rawClient(s).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("ForceOff from elsewhere: %s", res.Status)
+	}
+}
+
+// losingResets carries requests to the BMC but loses the answer to a
+// ComputerSystem.Reset after the BMC acted on it, as a connection reset on
+// the way back does.
+type losingResets struct{ base http.RoundTripper }
+
+func (l losingResets) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := l.base.RoundTrip(r)
+	if err != nil || !strings.HasSuffix(r.URL.Path, "/Actions/ComputerSystem.Reset") {
+		return res, err
+	}
+	res.Body.Close()
+	return nil, syscall.ECONNRESET
 }

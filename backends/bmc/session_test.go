@@ -69,9 +69,7 @@ func TestSessionsClosedOnEveryPath(t *testing.T) {
 		t.Errorf("wrong password: %v, want ErrAuth with a hint", err)
 	}
 	errs = append(errs, err)
-	if err := b.Power(ctx, backends.PowerOffHard); err != nil { // applied 2 s later
-		t.Fatal(err)
-	}
+	forceOffElsewhere(t, fake, "Self") // applied 2 s later
 	err = b.Power(ctx, backends.PowerReset)
 	if !errors.Is(err, backends.ErrBusy) {
 		t.Errorf("a reset while busy: %v, want ErrBusy", err)

@@ -109,14 +109,14 @@ func (s *screen) ensureStream(ctx context.Context) (time.Time, error) {
 	} else {
 		s.idle.Reset(b.idle)
 	}
-	b.log.Info("pikvm: stream opened", "bench", b.base)
+	b.log.Info("pikvm: stream opened", "api", b.base)
 	// Read everything kvmd sends (state events) and drop it; reading also
 	// answers kvmd's heartbeat pings.
 	go func() {
 		defer close(done)
 		for {
 			if _, _, err := conn.ReadMessage(); err != nil {
-				b.log.Info("pikvm: stream closed", "bench", b.base, "why", b.scrub(err.Error()))
+				b.log.Info("pikvm: stream closed", "api", b.base, "why", b.scrub(err.Error()))
 				return
 			}
 		}

@@ -235,7 +235,7 @@ func (b *Bench) writeRemote(ctx context.Context, rawURL, name string) (string, e
 	if !seen || last.Image.Written != last.Image.Size {
 		return "", b.wrapErr(op, fmt.Errorf("the download ended after %d of %d bytes", last.Image.Written, last.Image.Size))
 	}
-	b.log.Info("pikvm: image downloaded", "bench", b.base, "image", last.Image.Name, "size", last.Image.Size)
+	b.log.Info("pikvm: image downloaded", "api", b.base, "image", last.Image.Name, "size", last.Image.Size)
 	return last.Image.Name, nil
 }
 

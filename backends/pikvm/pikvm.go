@@ -212,7 +212,7 @@ func (b *Bench) printPaced(ctx context.Context) bool {
 			} `json:"system"`
 		}
 		if err := b.call(ctx, "kvmd version", "GET", "/info", url.Values{"fields": {"system"}}, nil, &info); err != nil {
-			b.log.Warn("pikvm: reading kvmd's version failed: typing key by key", "bench", b.base, "err", err)
+			b.log.Warn("pikvm: reading kvmd's version failed: typing key by key", "api", b.base, "err", err)
 			return false
 		}
 		v = info.System.KVMD.Version
@@ -222,7 +222,7 @@ func (b *Bench) printPaced(ctx context.Context) bool {
 		b.mu.Lock()
 		b.version = v
 		b.mu.Unlock()
-		b.log.Info("pikvm: kvmd version", "bench", b.base, "version", v)
+		b.log.Info("pikvm: kvmd version", "api", b.base, "version", v)
 	}
 	var major, minor int
 	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil {

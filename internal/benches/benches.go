@@ -55,7 +55,7 @@ func (r *Root) Open(bc config.Bench, log *slog.Logger) (Bench, error) {
 	case "pve":
 		return openPVE(bc, r.cluster(bc), log)
 	case "pikvm", "bmc":
-		return openPhysical(bc)
+		return openPhysical(bc, log)
 	}
 	return nil, fmt.Errorf("unknown bench type %q", bc.Type)
 }

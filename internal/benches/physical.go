@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/bmc"
@@ -19,18 +20,19 @@ type Controller interface {
 	backends.Backend
 }
 
-// openPhysical connects to a pikvm or bmc bench's controller.
-func openPhysical(bc config.Bench) (Bench, error) {
+// openPhysical connects to a pikvm or bmc bench's controller; its lines
+// (downloads, failures, a BMC session left open) go to log.
+func openPhysical(bc config.Bench, log *slog.Logger) (Bench, error) {
 	var ctl Controller
 	var err error
 	switch bc.Type {
 	case "pikvm":
 		ctl, err = pikvm.New(pikvm.Config{URL: bc.API, User: bc.User, Password: bc.Password.Reveal(), TOTPSecret: bc.TOTP.Reveal(),
-			CAFile: bc.CAFile, PinSHA256: bc.PinSHA256})
+			CAFile: bc.CAFile, PinSHA256: bc.PinSHA256, Logger: log})
 	case "bmc":
 		var b *bmc.Bench
 		b, err = bmc.New(bmc.Config{Name: bc.Name, URL: bc.API, User: bc.User, Password: bc.Password.Reveal(), Dialect: bc.Dialect,
-			CAFile: bc.CAFile, PinSHA256: bc.PinSHA256})
+			CAFile: bc.CAFile, PinSHA256: bc.PinSHA256, Log: log})
 		if err == nil {
 			ctl = b.Backend() // Console only where the dialect has one
 		}
@@ -99,7 +101,7 @@ func (p *physical) Open(ctx context.Context, who hostapi.Credentials) (backends.
 type keyPrincipal struct{ *physical }
 
 func (k keyPrincipal) Identity(ctx context.Context) (string, []string, error) {
-	return hostapi.SanitizeOwner("key" + k.bc.Name), nil, nil
+	return hostapi.KeyPrincipal(k.bc.Name), nil, nil
 }
 
 func (p *physical) Problems() []string { return nil }

@@ -1,7 +1,7 @@
 // Package js runs poligon scripts written in JavaScript on goja.
 //
-// A script is a CommonJS module exporting {name, description, params, tool,
-// timeout, run(vm, params)} (stdlib/poligon.d.ts is its API). Load compiles
+// A script is a CommonJS module exporting {name, description, title, params,
+// tool, timeout, run(vm, params)} (stdlib/poligon.d.ts is its API). Load compiles
 // it once (goja.Program), collects its literal vm.recipe("name", {...})
 // calls from the AST and reads its manifest in a throwaway sandbox. Each Run
 // evaluates the program in a fresh goja runtime (one runtime per run, as k6

@@ -15,6 +15,7 @@ func TestLoadManifest(t *testing.T) {
 module.exports = {
   name: "login",
   description: "log in",
+  title: "Log into the desktop",
   params: {
     user: { description: "desktop user", default: "test" },
     session: {},
@@ -27,7 +28,7 @@ module.exports = {
 	got := m.Manifest()
 	test := "test"
 	want := runtime.Manifest{
-		Name: "login", Description: "log in", Tool: false, Timeout: 90 * time.Second,
+		Name: "login", Description: "log in", Title: "Log into the desktop", Tool: false, Timeout: 90 * time.Second,
 		Params: []runtime.Param{
 			{Name: "user", Description: "desktop user", Default: &test},
 			{Name: "session"},
@@ -62,6 +63,8 @@ func TestLoadErrors(t *testing.T) {
 		{`module.exports = {` + ok + `, params: {user: {default: 5}}};`, `manifest: param "user": default must be a string, not the number 5`, ""},
 		{`module.exports = {` + ok + `, params: {user: {desc: "x"}}};`, `manifest: param "user" has an unknown key "desc"`, ""},
 		{`module.exports = {` + ok + `, params: {vmid: {}}};`, `manifest: param "vmid" is declared twice or is reserved`, ""},
+		{`module.exports = {` + ok + `, title: 5};`, `manifest: title must be a string, not the number 5`, ""},
+		{`module.exports = {` + ok + `, title: "two\nlines"};`, `manifest: title must be one line`, ""},
 		{`module.exports = {` + ok + `, tool: "yes"};`, `manifest: tool must be true or false, not the string "yes"`, ""},
 		{`module.exports = {` + ok + `, timeout: -1};`, "manifest: timeout must be a positive number of seconds", ""},
 		{`module.exports = 42;`, "manifest: the script exports nothing", ""},

@@ -11,7 +11,7 @@ import (
 	"github.com/poligon/poligon/runtime"
 )
 
-// parseManifest reads {name, description, params, tool, timeout, run} from a
+// parseManifest reads {name, description, title, params, tool, timeout, run} from a
 // module's exports and validates it.
 func parseManifest(exports goja.Value) (runtime.Manifest, error) {
 	var m runtime.Manifest
@@ -24,6 +24,9 @@ func parseManifest(exports goja.Value) (runtime.Manifest, error) {
 		return m, err
 	}
 	if m.Description, err = stringField(obj, "description", true); err != nil {
+		return m, err
+	}
+	if m.Title, err = stringField(obj, "title", false); err != nil {
 		return m, err
 	}
 	if m.Params, err = parseParams(obj.Get("params")); err != nil {

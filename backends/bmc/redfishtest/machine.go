@@ -227,7 +227,7 @@ func (s *Server) reset(c *call) reply {
 	switch req.ResetType {
 	case "On", "ForceOn":
 		if !on {
-			err = s.powerOn(ctx)
+			s.lagged(s.opts.PowerLag, nil, s.powerOn)
 		}
 	case "ForceOff":
 		if on {

@@ -52,9 +52,9 @@ type Options struct {
 	// SessionTimeout is how long an unused session lives (default 30 min,
 	// the usual BMC default).
 	SessionTimeout time.Duration
-	// PowerLag delays the effect of ForceOff, PowerCycle's off half and
-	// PushPowerButton after the 204, as slow BMCs do; an action meanwhile
-	// is refused with 409.
+	// PowerLag delays the effect of On, ForceOff, PowerCycle's on half and
+	// PushPowerButton after the 204, as slow BMCs do (the machine reads as
+	// before until then); an action meanwhile is refused with 409.
 	PowerLag time.Duration
 	// PasswordChangeRequired makes every call but login answer 403
 	// PasswordChangeRequired, as a MegaRAC with its factory password does.
