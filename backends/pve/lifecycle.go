@@ -96,7 +96,8 @@ func (b *Backend) Templates(ctx context.Context) ([]backends.Template, error) {
 // the cache is skipped while a VM this token created is missing from it,
 // so a new VM is listed as soon as PVE lists it. Each VM's Pool comes from
 // its row (shown only with Pool.Audit), else from what this token created,
-// else from the members of the token's pools (see poolOf).
+// else from the members of the token's pools (see poolOf). A row PVE
+// locks for a clone in progress has status "cloning".
 func (b *Backend) VMs(ctx context.Context) ([]backends.VM, error) {
 	rows, cached := b.cachedRows()
 	if !cached || b.lacksCreated(ctx, rows) {
@@ -111,7 +112,14 @@ func (b *Backend) VMs(ctx context.Context) ([]backends.VM, error) {
 			continue
 		}
 		status := r.Status
-		if status == "" {
+		lock := r.Lock
+		if c, ok := b.tok.createdRecord(int(r.VMID)); ok && !c.ended.IsZero() {
+			lock = "" // the row lags the end of our own task
+		}
+		switch {
+		case lock == "clone": // its copy runs: not "stopped", and not usable yet
+			status = "cloning"
+		case status == "":
 			status = "unknown"
 		}
 		out = append(out, backends.VM{VMID: int(r.VMID), Name: r.Name, Node: r.Node, Status: status, Pool: r.Pool})
@@ -194,15 +202,17 @@ func (b *Backend) config(ctx context.Context, node string, vmid int) (vmConfig, 
 }
 
 // VM reads one VM afresh from its own config and status (the resource
-// list lags). A VM this token is still creating answers from what the
+// list lags). A VM still being cloned (this token's, whose task runs, or
+// one PVE shows locked "clone") is an error saying so and naming the task
+// to wait for; one this token is still creating answers from what the
 // token asked for (PVE shows it to nobody but root until its task has
 // added it to its pool). Pool comes from poolOf.
 func (b *Backend) VM(ctx context.Context, vmid int) (backends.VM, error) {
-	if c, ok := b.tok.createdRecord(vmid); ok && c.ended.IsZero() {
-		st, err := b.TaskStatus(ctx, c.upid)
-		if err == nil && st.Running {
-			return c.vm(), nil
+	if c, st, running := b.ownTask(ctx, vmid); running {
+		if st.Type == "qmclone" {
+			return backends.VM{}, errCloning(vmid, c.upid)
 		}
+		return c.vm(), nil // a create: nothing to copy, so nothing to wait for
 	}
 	var out backends.VM
 	err := b.withVM(ctx, vmid, func(node string) error {
@@ -212,6 +222,9 @@ func (b *Backend) VM(ctx context.Context, vmid int) (backends.VM, error) {
 		}
 		st, err := b.status(ctx, node, vmid)
 		if err != nil {
+			return err
+		}
+		if err := b.lockedCloning(vmid, st.Lock); err != nil {
 			return err
 		}
 		out = backends.VM{VMID: vmid, Name: cfg.str("name"), Node: node, Status: st.state(),
@@ -238,6 +251,51 @@ func (b *Backend) VM(ctx context.Context, vmid int) (backends.VM, error) {
 	}
 	out.Pool = b.poolOf(ctx, vmid, out.Name, listed)
 	return out, nil
+}
+
+// ownTask answers the record of a VM this token is still cloning or
+// creating, and its task's status, when that task still runs.
+func (b *Backend) ownTask(ctx context.Context, vmid int) (createdVM, backends.TaskStatus, bool) {
+	c, ok := b.tok.createdRecord(vmid)
+	if !ok || !c.ended.IsZero() {
+		return createdVM{}, backends.TaskStatus{}, false
+	}
+	st, err := b.TaskStatus(ctx, c.upid)
+	return c, st, err == nil && st.Running
+}
+
+// stillCloning answers errCloning for a VM this token is still cloning:
+// PVE hides it from a token with rights only on its pool until its task
+// ends, and until then it can be neither used nor called "stopped".
+func (b *Backend) stillCloning(ctx context.Context, vmid int) error {
+	if c, st, running := b.ownTask(ctx, vmid); running && st.Type == "qmclone" {
+		return errCloning(vmid, c.upid)
+	}
+	return nil
+}
+
+// lockedCloning answers errCloning for a VM PVE locks "clone" while its
+// copy runs (as a token that may read it sees it); other locks (backup,
+// snapshot) leave the VM usable.
+func (b *Backend) lockedCloning(vmid int, lock string) error {
+	if lock != "clone" {
+		return nil
+	}
+	upid := ""
+	if c, ok := b.tok.createdRecord(vmid); ok {
+		upid = c.upid
+	}
+	return errCloning(vmid, upid)
+}
+
+// errCloning says a VM is still being cloned and to wait for its task,
+// naming the task when this process started it.
+func errCloning(vmid int, upid string) error {
+	hint := fmt.Sprintf("call vm_task_wait upid=%s; once it answers done, call this again", upid)
+	if upid == "" {
+		hint = fmt.Sprintf("call vm_task_wait with the upid vm_clone answered, then call this again; if no clone task of vmid %d runs (the node's task log), ask the PVE administrator to unlock it (qm unlock %d)", vmid, vmid)
+	}
+	return backends.WithHint(fmt.Errorf("pve: vmid %d is still being cloned (PVE locks it until the copy ends)", vmid), hint)
 }
 
 // poolOf finds the pool of a VM named name whose resource row (listed:
@@ -518,10 +576,16 @@ func (b *Backend) createWithNextID(ctx context.Context, create func(id int) (str
 
 // Start boots a VM; a running VM answers a finished no-op task.
 func (b *Backend) Start(ctx context.Context, vmid int) (backends.Task, error) {
+	if err := b.stillCloning(ctx, vmid); err != nil {
+		return backends.Task{}, err
+	}
 	var task backends.Task
 	err := b.withVM(ctx, vmid, func(node string) error {
 		st, err := b.status(ctx, node, vmid)
 		if err != nil {
+			return err
+		}
+		if err := b.lockedCloning(vmid, st.Lock); err != nil {
 			return err
 		}
 		if st.Status == "running" {
@@ -563,10 +627,16 @@ func (b *Backend) Stop(ctx context.Context, vmid int) (backends.Task, error) {
 // Destroy stops a running VM hard (waiting for that within ctx), then
 // deletes it with purge=1 and destroy-unreferenced-disks=1.
 func (b *Backend) Destroy(ctx context.Context, vmid int) (backends.Task, error) {
+	if err := b.stillCloning(ctx, vmid); err != nil {
+		return backends.Task{}, err
+	}
 	var task backends.Task
 	err := b.withVM(ctx, vmid, func(node string) error {
 		st, err := b.status(ctx, node, vmid)
 		if err != nil {
+			return err
+		}
+		if err := b.lockedCloning(vmid, st.Lock); err != nil {
 			return err
 		}
 		if st.Status != "stopped" {

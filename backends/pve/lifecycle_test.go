@@ -2,6 +2,7 @@ package pve
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -313,5 +314,57 @@ func TestVMsOnAnotherNodeAreFoundWhileTheListLags(t *testing.T) {
 	startVM(t, other, vmid)
 	if got, _ := c.srv.VM(vmid); !got.Running || got.Node != "pve2" {
 		t.Errorf("server state after Start: %+v", got)
+	}
+}
+
+// A full clone copies for a while (at 1 MiB/s the 8 GB template takes
+// hours): until its task ends the VM is neither "stopped" nor usable, and
+// reading or starting it says it is still being cloned and which task to
+// wait for. A linked clone is done at once.
+func TestACloneInProgressSaysSo(t *testing.T) {
+	c := newCluster(t, pvetest.Options{CopyRate: 1 << 20})
+	b := c.backend(t, c.alice)
+	ctx := testContext(t, 20*time.Second)
+	vmid, task, err := b.Clone(ctx, backends.CloneRequest{Template: templateID, Name: "alice-repro-big", Full: true, Pool: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	still := func(who string, err error, hint string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "vmid "+strconv.Itoa(vmid)+" is still being cloned") || !strings.Contains(backends.HintOf(err), hint) {
+			t.Errorf("%s during the clone: %v (hint %q); want still being cloned, hint %q", who, err, backends.HintOf(err), hint)
+		}
+	}
+	_, err = b.VM(ctx, vmid)
+	still("VM", err, "call vm_task_wait upid="+task.ID)
+	_, err = b.Start(ctx, vmid)
+	still("Start", err, "call vm_task_wait upid="+task.ID)
+	_, err = b.Destroy(ctx, vmid)
+	still("Destroy", err, "call vm_task_wait upid="+task.ID)
+	if n := len(c.srv.Tasks("qmstart")) + len(c.srv.Tasks("qmdestroy")); n != 0 {
+		t.Errorf("%d start or destroy tasks reached PVE for the VM being copied", n)
+	}
+
+	// A token that did not make it but may read it sees PVE's lock.
+	root := c.backend(t, c.srv.AddToken("root@pam!all", pvetest.Grant{Path: "/", Privs: append(pvetest.VMAdmin, pvetest.PoolAudit...)}))
+	_, err = root.VM(ctx, vmid)
+	still("another token's VM", err, fmt.Sprintf("qm unlock %d", vmid))
+	_, err = root.Start(ctx, vmid)
+	still("another token's Start", err, fmt.Sprintf("qm unlock %d", vmid))
+	vms, err := root.VMs(ctx)
+	if row, ok := vmOf(vms, vmid); err != nil || !ok || row.Status != "cloning" {
+		t.Errorf("VMs row of the VM being copied = %+v (%v); want status cloning", row, err)
+	}
+
+	linked, ltask, err := b.Clone(ctx, backends.CloneRequest{Template: templateID, Name: "alice-repro-thin", Pool: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, b, ltask)
+	if vm, err := b.VM(ctx, linked); err != nil || vm.Status != "stopped" {
+		t.Errorf("the linked clone = %+v, %v; want a stopped VM", vm, err)
+	}
+	if st, err := b.TaskStatus(ctx, task.ID); err != nil || !st.Running {
+		t.Errorf("the full clone's task once the linked one ended = %+v, %v; want running", st, err)
 	}
 }

@@ -407,11 +407,27 @@ func (s *Server) clone(c *call) (any, error) {
 	}
 	s.vms[newid] = nv
 	s.publishLocked(nv)
-	return s.startTask(c, src.node, "qmclone", strconv.Itoa(src.id), func() error {
+	var copying time.Duration
+	if full {
+		copying = s.copyTime(src)
+	}
+	return s.startTaskFor(c, src.node, "qmclone", strconv.Itoa(src.id), newid, copying, func() error {
 		nv.lock, nv.pool = "", poolID
 		s.publishLocked(nv)
 		return nil
 	}, func() { s.removeVM(nv) }), nil
+}
+
+// copyTime is how long a full clone of v copies its disks at CopyRate.
+// s.mu is held.
+func (s *Server) copyTime(v *vm) time.Duration {
+	var bytes float64
+	for k, val := range v.config {
+		if diskKey.MatchString(k) && !strings.Contains(val, "media=cdrom") {
+			bytes += max(0, diskSizeGB(val)) * (1 << 30)
+		}
+	}
+	return time.Duration(bytes / float64(s.opts.CopyRate) * float64(time.Second))
 }
 
 var dnsName = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)

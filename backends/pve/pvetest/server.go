@@ -21,6 +21,8 @@
 // /pools?poolid= members for any token (PVE >= 8.1; Options.NoPoolQuery
 // for older); a clone or a created VM joining its pool only when its task
 // ends, so that until then no token with rights only on the pool sees it;
+// a full clone's task running for a time that grows with the disks it
+// copies (Options.CopyRate), its VM locked "clone" meanwhile;
 // Datastore.AllocateSpace checked on the storages new disks use (a pool's
 // privileges reach the storages in it, AddPoolStorage); the agent
 // endpoints allowed by PVE 8's VM.Monitor or PVE 9's VM.GuestAgent.*. It is
@@ -54,6 +56,12 @@ type Options struct {
 	Nodes []string
 	// TaskDuration is how long every task runs; default 50 ms.
 	TaskDuration time.Duration
+	// CopyRate is how fast a full clone copies its source's disks, in bytes
+	// per second: its task runs TaskDuration plus their size over the rate,
+	// with the new VM locked "clone" until then, as on PVE, where a full
+	// clone's copy takes minutes. Default 64 GiB/s (125 ms for the 8 GB disk
+	// AddTemplate gives). A linked clone copies nothing.
+	CopyRate int64
 	// ResourceLag makes /cluster/resources show the cluster as it was this
 	// long ago (a new VM appears, a name or status changes, only after it).
 	ResourceLag time.Duration
@@ -102,6 +110,7 @@ type Server struct {
 	taskPID     int
 	taskDur     map[string]time.Duration
 	held        map[string]bool // task types HoldTasks keeps running
+	gates       map[string]*gate
 	taskFaults  map[string][]taskFault
 	faults      []*Fault
 	hits        map[string]int
@@ -125,6 +134,9 @@ func New(t testing.TB, opts Options) *Server {
 	if opts.TaskDuration == 0 {
 		opts.TaskDuration = 50 * time.Millisecond
 	}
+	if opts.CopyRate <= 0 {
+		opts.CopyRate = 64 << 30
+	}
 	if opts.TicketTTL == 0 {
 		opts.TicketTTL = 10 * time.Second
 	}
@@ -132,6 +144,7 @@ func New(t testing.TB, opts Options) *Server {
 		t: t, opts: opts,
 		vms: map[int]*vm{}, pools: map[string]*pool{}, tokens: map[string]*token{},
 		tasks: map[string]*task{}, taskPID: 0x1000, taskDur: map[string]time.Duration{}, held: map[string]bool{},
+		gates:      map[string]*gate{},
 		taskFaults: map[string][]taskFault{}, hits: map[string]int{}, tickets: map[string]*ticket{},
 		wsConns: map[*websocket.Conn]int{},
 		storages: []*storage{

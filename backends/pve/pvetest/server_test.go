@@ -135,9 +135,9 @@ func TestEnvelopeErrorsAndAuth(t *testing.T) {
 
 func TestCloneWithJSONAndFormBodies(t *testing.T) {
 	s, c := newAdmin(t, Options{ResourceLag: time.Hour})
-	var upid string
+	var full, upid string
 	c.do("POST", "/nodes/pve1/qemu/9000/clone", nil,
-		map[string]any{"newid": 100, "name": "a-repro-1", "pool": "lab", "full": true}).data(t, &upid)
+		map[string]any{"newid": 100, "name": "a-repro-1", "pool": "lab", "full": true}).data(t, &full)
 	c.do("POST", "/nodes/pve1/qemu/9000/clone",
 		url.Values{"newid": {"101"}, "name": {"a-repro-2"}, "pool": {"lab"}, "full": {"0"}}, nil).data(t, &upid)
 	if !strings.HasPrefix(upid, "UPID:pve1:") || !strings.HasSuffix(upid, ":qmclone:9000:alice@pve!t:") {
@@ -162,6 +162,7 @@ func TestCloneWithJSONAndFormBodies(t *testing.T) {
 	if len(members) != 1 || len(members[0].Members) != 0 {
 		t.Errorf("pool members during the clones: %+v", members)
 	}
+	waitTask(t, c, full)
 	waitTask(t, c, upid)
 	for _, id := range []int{100, 101} {
 		if vm, ok := s.VM(id); !ok || vm.Pool != "lab" || vm.Lock != "" {
@@ -417,5 +418,82 @@ func TestConsoleTicketsAndVNCAuth(t *testing.T) {
 	ticket, port, _ = proxy()
 	if _, res, err := c.wsDial(150, ticket, port); err == nil || res.StatusCode != 401 {
 		t.Errorf("an expired ticket: %v %v", res, err)
+	}
+}
+
+// A full clone copies its source's disks: its task runs for a time that
+// grows with them, the new VM locked "clone" until it ends OK; a linked
+// clone copies nothing and ends at once.
+func TestFullCloneCopyTime(t *testing.T) {
+	// At 1 MiB/s the 8 GB template takes hours: "still copying" is a fact.
+	s, c := newAdmin(t, Options{CopyRate: 1 << 20})
+	root := newClient(t, s, s.AddToken("root@pam!t", Grant{Path: "/", Privs: VMAdmin}))
+	var full, linked string
+	c.do("POST", "/nodes/pve1/qemu/9000/clone", nil, map[string]any{"newid": 100, "name": "full", "pool": "lab", "full": 1}).data(t, &full)
+	c.do("POST", "/nodes/pve1/qemu/9000/clone", nil, map[string]any{"newid": 101, "name": "linked", "pool": "lab", "full": 0}).data(t, &linked)
+	waitTask(t, c, linked)
+	var st map[string]any
+	c.do("GET", "/nodes/pve1/tasks/"+url.PathEscape(full)+"/status", nil, nil).data(t, &st)
+	if st["status"] != "running" || st["exitstatus"] != nil {
+		t.Errorf("the full clone's task once the linked one ended: %v", st)
+	}
+	var cur, cfg map[string]any
+	root.do("GET", "/nodes/pve1/qemu/100/status/current", nil, nil).data(t, &cur)
+	root.do("GET", "/nodes/pve1/qemu/100/config", nil, nil).data(t, &cfg)
+	if cur["lock"] != "clone" || cur["status"] != "stopped" || cfg["lock"] != "clone" {
+		t.Errorf("the VM being copied: status %v, config lock %v", cur, cfg["lock"])
+	}
+	if a := root.do("POST", "/nodes/pve1/qemu/100/status/start", nil, nil); a.status != 500 || a.reason != "VM is locked (clone)" {
+		t.Errorf("starting the VM being copied: %d %q", a.status, a.reason)
+	}
+	if vm, _ := s.VM(101); vm.Lock != "" || vm.Pool != "lab" {
+		t.Errorf("the linked clone after its task: %+v", vm)
+	}
+
+	// At the default rate: the time grows with the disks, then stopped, OK.
+	s, c = newAdmin(t, Options{})
+	s.AddVM(VM{VMID: 9001, Name: "big", Template: true, Config: map[string]string{"scsi1": "local-lvm:base-9001-disk-1,size=24G"}})
+	s.Grant("alice@pve!t", Grant{Path: "/vms/9001", Privs: TemplateUser})
+	want := map[string]time.Duration{}
+	for _, cl := range []struct {
+		src, newid int
+		disks      int64 // GiB
+	}{{9000, 100, 8}, {9001, 101, 32}} {
+		var upid string
+		c.do("POST", "/nodes/pve1/qemu/"+strconv.Itoa(cl.src)+"/clone", nil, map[string]any{"newid": cl.newid, "name": "c" + strconv.Itoa(cl.newid), "pool": "lab", "full": 1}).data(t, &upid)
+		want[upid] = 50*time.Millisecond + time.Duration(cl.disks<<30*int64(time.Second)/(64<<30))
+		waitTask(t, c, upid)
+		c.do("GET", "/nodes/pve1/tasks/"+url.PathEscape(upid)+"/status", nil, nil).data(t, &st)
+		if st["exitstatus"] != "OK" {
+			t.Errorf("clone %s ended %v", upid, st)
+		}
+	}
+	tasks := s.Tasks("qmclone")
+	if len(tasks) != 2 || tasks[0].VMID != 100 || tasks[1].VMID != 101 || tasks[1].ID != "9001" {
+		t.Fatalf("clone tasks %+v", tasks)
+	}
+	for _, tk := range tasks {
+		if took := tk.Ended.Sub(tk.Started); took < want[tk.UPID] || tk.Exit != "OK" {
+			t.Errorf("the full clone into %d took %s (%s); want at least %s", tk.VMID, took, tk.Exit, want[tk.UPID])
+		}
+	}
+}
+
+// GateTasks holds tasks until n of them run at once.
+func TestGateTasks(t *testing.T) {
+	s, c := newAdmin(t, Options{})
+	s.GateTasks("qmclone", 2)
+	var first, second string
+	c.do("POST", "/nodes/pve1/qemu/9000/clone", nil, map[string]any{"newid": 100, "name": "a", "pool": "lab", "full": 0}).data(t, &first)
+	time.Sleep(200 * time.Millisecond) // longer than the task would run: it must not end
+	if tk := s.Tasks("qmclone"); len(tk) != 1 || !tk[0].Ended.IsZero() {
+		t.Fatalf("a gated task alone: %+v", tk)
+	}
+	c.do("POST", "/nodes/pve1/qemu/9000/clone", nil, map[string]any{"newid": 101, "name": "b", "pool": "lab", "full": 0}).data(t, &second)
+	waitTask(t, c, first)
+	waitTask(t, c, second)
+	tk := s.Tasks("qmclone")
+	if !tk[1].Started.Before(tk[0].Ended) {
+		t.Errorf("the gated tasks did not overlap: %+v", tk)
 	}
 }

@@ -2,18 +2,47 @@ package pvetest
 
 import (
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
 
 type task struct {
 	upid, node, typ, id, user string
+	vmid                      int // the VM it acts on or makes (a clone's id names its source)
 	pid                       int
-	start                     time.Time
+	start, ended              time.Time
 	done                      bool
 	exit                      string
 	timer                     *time.Timer
 	end                       func() // a held task's ending, run by ReleaseTasks
+}
+
+// Task is a task as the server ran it, for assertions on order: which
+// tasks ran at the same time, which began after another ended.
+type Task struct {
+	UPID, Type string
+	ID         string // the UPID's id: a clone's names its source
+	VMID       int    // the VM it acts on; a clone's is the new VM
+	Started    time.Time
+	Ended      time.Time // zero while it runs
+	Exit       string    // "" while it runs
+}
+
+// Tasks answers the tasks of type typ (every type when empty), in the
+// order they started.
+func (s *Server) Tasks(typ string) []Task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Task
+	for _, t := range s.tasks {
+		if typ == "" || t.typ == typ {
+			out = append(out, Task{UPID: t.upid, Type: t.typ, ID: t.id, VMID: t.vmid, Started: t.start, Ended: t.ended, Exit: t.exit})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
+	return out
 }
 
 type taskFault struct {
@@ -59,6 +88,23 @@ func (s *Server) HoldTasks(typ string) {
 	s.held[typ] = true
 }
 
+// GateTasks holds the next n tasks of type typ until all n have started,
+// then lets each run its course from that moment. A test that needs n
+// tasks to run at once (machines built in parallel) sees it because they
+// did: a caller that waits for one task before starting the next never
+// opens the gate, and its first task never ends.
+func (s *Server) GateTasks(typ string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gates[typ] = &gate{n: n}
+}
+
+// gate is GateTasks' hold: the arming of each task started so far.
+type gate struct {
+	n       int
+	waiting []func()
+}
+
 // ReleaseTasks ends the held tasks of type typ (as their duration would
 // have) and stops holding new ones.
 func (s *Server) ReleaseTasks(typ string) {
@@ -80,9 +126,16 @@ func (s *Server) ReleaseTasks(typ string) {
 // effect, applied when it ends (an error fails the task); failed undoes
 // what the API call did up front when the task fails. s.mu is held.
 func (s *Server) startTask(c *call, node, typ, id string, ok func() error, failed func()) string {
+	vmid, _ := strconv.Atoi(id)
+	return s.startTaskFor(c, node, typ, id, vmid, 0, ok, failed)
+}
+
+// startTaskFor is startTask for a task about vmid that runs work longer
+// than its type's duration (a full clone's copy).
+func (s *Server) startTaskFor(c *call, node, typ, id string, vmid int, work time.Duration, ok func() error, failed func()) string {
 	s.taskPID++
 	now := time.Now()
-	t := &task{node: node, typ: typ, id: id, user: c.tok.id, pid: s.taskPID, start: now}
+	t := &task{node: node, typ: typ, id: id, vmid: vmid, user: c.tok.id, pid: s.taskPID, start: now}
 	t.upid = fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", node, t.pid, 0x2000+t.pid, now.Unix(), typ, id, t.user)
 	s.tasks[t.upid] = t
 	var fault *taskFault
@@ -93,13 +146,14 @@ func (s *Server) startTask(c *call, node, typ, id string, ok func() error, faile
 	if !has {
 		d = s.opts.TaskDuration
 	}
+	d += work
 	end := func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.closed {
 			return
 		}
-		t.done = true
+		t.done, t.ended = true, time.Now()
 		switch {
 		case fault != nil && fault.exit != "":
 			t.exit = fault.exit
@@ -124,10 +178,24 @@ func (s *Server) startTask(c *call, node, typ, id string, ok func() error, faile
 		}
 		s.logf("task %s ended: %s", t.upid, t.exit)
 	}
-	if s.held[typ] {
-		t.end = end
-	} else {
-		t.timer = time.AfterFunc(d, end)
+	arm := func() {
+		if s.held[typ] {
+			t.end = end
+		} else {
+			t.timer = time.AfterFunc(d, end)
+		}
+	}
+	g := s.gates[typ]
+	if g == nil {
+		arm()
+		return t.upid
+	}
+	g.waiting = append(g.waiting, arm)
+	if len(g.waiting) >= g.n {
+		delete(s.gates, typ)
+		for _, a := range g.waiting {
+			a()
+		}
 	}
 	return t.upid
 }
