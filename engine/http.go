@@ -5,7 +5,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -27,7 +32,7 @@ func (s *Server) Handler() http.Handler {
 		EventStore: newEventStore(),
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", s.requireCredential(newSessionBinding(s.sessions.abandon).wrap(withSSERetry(mcpHandler))))
+	mux.Handle("/mcp", s.requireCredential(newSessionBinding(s.sessions.abandon, s.negotiatedRevision).wrap(withSSERetry(mcpHandler))))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		b := BuildInfo()
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": b.Version, "commit": b.Commit, "clean": b.Clean})
@@ -111,10 +116,13 @@ func newEventStore() *mcp.MemoryEventStore {
 	return st
 }
 
-// sseRetry is the reconnection delay every SSE stream announces (its retry
-// field, in ms). The SDK writes one only when it closes a stream itself, so
-// withSSERetry puts it in the first event block of each stream.
-const sseRetry = "1000"
+// sseRetryAfter is the reconnection delay every SSE stream announces (its
+// retry field, sseRetry in ms). The SDK writes one only when it closes a
+// stream itself, so withSSERetry puts it in the first event block of each
+// stream.
+const sseRetryAfter = time.Second
+
+var sseRetry = strconv.FormatInt(sseRetryAfter.Milliseconds(), 10)
 
 func withSSERetry(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -148,3 +156,80 @@ func (w *retryWriter) Flush() {
 }
 
 func (w *retryWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// pollRevision is the protocol revision whose streams poll (SEP-1699): the
+// SDK primes each POST stream with an event id and lets a handler close a
+// stream mid-call; the client comes back with Last-Event-ID for the rest.
+// Older revisions define neither; 2026-07-28 drops both.
+const pollRevision = "2025-11-25"
+
+// ssePoll is how long a call's stream stays open before the server closes
+// it for the client to come back (Server.streamPoll; tests shorten it).
+const ssePoll = 30 * time.Second
+
+// negotiatedRevision answers the protocol revision session id negotiated
+// at initialize, "" before that. The SDK keeps it to itself; its rule is
+// the client's revision if the SDK speaks it (initialize ends at
+// 2025-11-25), else the newest it negotiates.
+func (s *Server) negotiatedRevision(id string) string {
+	for ss := range s.mcp.Sessions() {
+		if ss.ID() != id {
+			continue
+		}
+		p := ss.InitializeParams()
+		if p == nil {
+			return ""
+		}
+		if p.ProtocolVersion <= pollRevision && slices.Contains(mcp.SupportedProtocolVersions(), p.ProtocolVersion) {
+			return p.ProtocolVersion
+		}
+		return pollRevision
+	}
+	return ""
+}
+
+// pollStream closes a call's SSE stream every s.streamPoll while the call
+// runs, on a 2025-11-25 stream (the header says which: sessionBinding puts
+// the session's revision there), so that no call holds a connection for
+// its whole length: the client reconnects with Last-Event-ID and gets what
+// was sent meanwhile, the answer included. It closes only when the call has
+// sent an event since the last close (the priming event counts): the Go
+// SDK's client gives up on a stream that ends five times with nothing new.
+// sent counts the call's events; stop ends the polling.
+func (s *Server) pollStream(req *mcp.CallToolRequest) (sent, stop func()) {
+	if req.Extra == nil || req.Extra.CloseSSEStream == nil || s.streamPoll <= 0 || req.Extra.Header.Get(protocolHeader) != pollRevision {
+		return func() {}, func() {}
+	}
+	var (
+		events  atomic.Int64
+		mu      sync.Mutex // guards timer, stopped and seen
+		timer   *time.Timer
+		stopped bool
+		seen    int64
+	)
+	events.Store(1) // the priming event
+	mu.Lock()
+	defer mu.Unlock()
+	// A timer, not a goroutine: most calls end before it fires.
+	timer = time.AfterFunc(s.streamPoll, func() {
+		mu.Lock()
+		n := events.Load()
+		closeIt := !stopped && n != seen
+		seen = n
+		mu.Unlock()
+		if closeIt { // after the answer, a no-op
+			req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: sseRetryAfter})
+		}
+		mu.Lock()
+		if !stopped {
+			timer.Reset(s.streamPoll)
+		}
+		mu.Unlock()
+	})
+	return func() { events.Add(1) }, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+	}
+}

@@ -51,6 +51,8 @@ type Server struct {
 	store   *store.Store // state shared with other processes (leases, stands); nil without state_dir
 	builds  *standBuilds // the stands this server builds
 	planner *stand.Planner
+
+	streamPoll time.Duration // how long a 2025-11-25 call's SSE stream stays open (pollStream)
 }
 
 // lockDir is where VM locks meet other poligon processes using the same
@@ -102,11 +104,12 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			BusyWait: cfg.Limits.BusyWait.Duration,
 			Eyes:     opts.Eyes,
 		},
-		benches:  map[string]Bench{},
-		tools:    map[string]*Tool{},
-		problems: map[string]string{},
-		started:  time.Now(),
-		builds:   newStandBuilds(),
+		benches:    map[string]Bench{},
+		tools:      map[string]*Tool{},
+		problems:   map[string]string{},
+		started:    time.Now(),
+		builds:     newStandBuilds(),
+		streamPoll: ssePoll,
 	}
 	if opts.OpenBench == nil && len(cfg.Benches) > 0 {
 		return nil, fmt.Errorf("engine: no OpenBench to make the configured benches with")
@@ -298,9 +301,11 @@ func (s *Server) handler(t *Tool) mcp.ToolHandler {
 			id = reqIDs.Next()
 			ctx = logs.WithReq(ctx, id)
 		}
+		sent, stopPolling := s.pollStream(req)
+		defer stopPolling()
 		start := time.Now()
 		rec := auditRecord{Req: id, Tool: t.Name, Transport: "stdio"}
-		res, err := s.call(ctx, t, req, &rec)
+		res, err := s.call(ctx, t, req, &rec, sent)
 		rec.Ms = time.Since(start).Seconds() * 1000
 		var shown logs.Cutting
 		switch {
@@ -322,8 +327,9 @@ func (s *Server) handler(t *Tool) mcp.ToolHandler {
 
 // call resolves the caller and the bench, decodes the arguments and runs
 // the tool. A refusal is a tool error; only a server failure is a Go error.
-// rec.err keeps the error behind a tool error, for where its payload starts.
-func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, rec *auditRecord) (*mcp.CallToolResult, error) {
+// rec.err keeps the error behind a tool error, for where its payload starts;
+// sent is told of each progress notification.
+func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, rec *auditRecord, sent func()) (*mcp.CallToolResult, error) {
 	refuse := func(err error) (*mcp.CallToolResult, error) {
 		rec.err = err
 		return errorResult(err), nil
@@ -361,7 +367,7 @@ func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, re
 			return refuse(err)
 		}
 		rec.Owner = who.Owner()
-		who.WithProgress(progressTo(ctx, req))
+		who.WithProgress(progressTo(ctx, req, sent))
 	}
 	res, err := t.Handle(ctx, &Call{Tool: t, Caller: who, Bench: benchName, Args: args, Request: req, Server: s})
 	var dry *hostapi.DryRun
@@ -391,19 +397,21 @@ func (s *Server) Caller(ctx context.Context, who hostapi.Credentials, benchName 
 }
 
 // progressTo sends MCP progress notifications when the client gave a
-// progress token.
-func progressTo(ctx context.Context, req *mcp.CallToolRequest) hostapi.Progress {
+// progress token, telling sent of each.
+func progressTo(ctx context.Context, req *mcp.CallToolRequest, sent func()) hostapi.Progress {
 	token := req.Params.GetProgressToken()
 	if token == nil || req.Session == nil {
 		return nil
 	}
 	return func(msg string, elapsed, total time.Duration) {
-		req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+		if req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 			ProgressToken: token,
 			Message:       msg,
 			Progress:      elapsed.Seconds(),
 			Total:         total.Seconds(),
-		})
+		}) == nil {
+			sent()
+		}
 	}
 }
 

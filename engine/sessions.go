@@ -25,15 +25,19 @@ type sessionBinding struct {
 	// abandon cancels the calls in flight on a session its client ends
 	// (DELETE): the SDK would wait for them before it closes the session.
 	abandon func(id string)
+	// revisionOf answers the protocol revision a session negotiated, ""
+	// before its initialize is through.
+	revisionOf func(id string) string
 }
 
 type boundSession struct {
 	credentials [sha256.Size]byte
 	lastUsed    time.Time
+	revision    string // negotiated, once known
 }
 
-func newSessionBinding(abandon func(id string)) *sessionBinding {
-	return &sessionBinding{owners: map[string]boundSession{}, abandon: abandon}
+func newSessionBinding(abandon func(id string), revisionOf func(id string) string) *sessionBinding {
+	return &sessionBinding{owners: map[string]boundSession{}, abandon: abandon, revisionOf: revisionOf}
 }
 
 func credentialDigest(h http.Header) [sha256.Size]byte {
@@ -60,6 +64,15 @@ func (b *sessionBinding) wrap(next http.Handler) http.Handler {
 		}
 		if r.Method == http.MethodDelete {
 			b.abandon(id)
+		}
+		// A request in a session speaks the session's revision when its
+		// header names none or an older one: the SDK takes the header
+		// (2025-03-26 without one) for what to prime and whether a stream
+		// may close mid-call, where the spec relies on the version the
+		// session negotiated. The conformance suite, for one, says
+		// 2025-03-26 on its POSTs in a 2025-11-25 session.
+		if v := b.revision(id); v != "" && r.Header.Get(protocolHeader) < v {
+			r.Header.Set(protocolHeader, v)
 		}
 		next.ServeHTTP(w, r)
 		if r.Method == http.MethodDelete {
@@ -95,6 +108,32 @@ func (b *sessionBinding) use(id string, digest [sha256.Size]byte) bool {
 	s.lastUsed = time.Now()
 	b.owners[id] = s
 	return true
+}
+
+// protocolHeader names a request's protocol revision (Streamable HTTP,
+// 2025-06-18 and later).
+const protocolHeader = "Mcp-Protocol-Version"
+
+// revision answers the revision session id negotiated, asking the SDK
+// until it knows ("" for a session it does not know or that is not
+// initialised yet).
+func (b *sessionBinding) revision(id string) string {
+	b.mu.Lock()
+	s, ok := b.owners[id]
+	b.mu.Unlock()
+	if !ok || s.revision != "" || b.revisionOf == nil {
+		return s.revision
+	}
+	v := b.revisionOf(id)
+	if v != "" {
+		b.mu.Lock()
+		if s, ok := b.owners[id]; ok {
+			s.revision = v
+			b.owners[id] = s
+		}
+		b.mu.Unlock()
+	}
+	return v
 }
 
 func (b *sessionBinding) forget(id string) {

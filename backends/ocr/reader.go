@@ -97,6 +97,7 @@ type Reader struct {
 
 	startOnce sync.Once
 	startErr  error
+	started   atomic.Bool // start has run: startErr is its answer
 	jobs      chan *job
 	stop      chan struct{}
 	workers   sync.WaitGroup
@@ -123,14 +124,18 @@ func (r *Reader) Check() error {
 	return r.startErr
 }
 
-// Available answers, without starting anything, whether the library and
-// the language data are here: for readiness reports.
+// Available answers, without loading or starting anything, whether the
+// library and the language data are here (once the engines have started,
+// what starting them answered): for readiness reports, which must not cost
+// a server that never reads the screen tesseract's memory.
 func (r *Reader) Available() error {
+	if r.started.Load() {
+		return r.startErr
+	}
 	if err := tess.CheckLanguages(r.cfg.DataDir, r.cfg.Languages); err != nil {
 		return err
 	}
-	_, err := tess.Version()
-	return err
+	return tess.Find()
 }
 
 func (r *Reader) start() {
@@ -149,6 +154,7 @@ func (r *Reader) start() {
 		close(r.stop)
 		r.workers.Wait()
 	}
+	r.started.Store(true)
 }
 
 // work owns one engine on one OS thread until the reader closes.

@@ -178,7 +178,11 @@ func ocrFinding(cfg *config.Config) finding {
 	if cfg.OCR.Disabled {
 		return skip("OCR", "[ocr] disabled = true")
 	}
-	if err := ocr.New(ocr.Config{Languages: cfg.OCR.Languages}).Available(); err != nil {
+	// Doctor starts an engine, as a first ui_read would: a library that is
+	// there but does not load, or data tesseract refuses, shows here.
+	r := ocr.New(ocr.Config{Languages: cfg.OCR.Languages, Workers: 1})
+	defer r.Close()
+	if err := r.Check(); err != nil {
 		return fail("OCR (tesseract, "+cfg.OCR.Languages+")", err.Error()+"; ui_read and label clicks need it (Debian: libtesseract5 and tesseract-ocr-<lang>)")
 	}
 	return ok("OCR: libtesseract and the language data for %s", cfg.OCR.Languages)

@@ -157,11 +157,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, k := range slices.Sorted(maps.Keys(report)) {
 		eyesArgs = append(eyesArgs, k, report[k])
 	}
+	// The OCR engines start on the first screen read, not here: loaded,
+	// libtesseract and its models hold some 50 MB a server that never
+	// reads the screen has no use for (the report above loads nothing).
 	log.Info("eyes", eyesArgs...)
-	if e := srv.Env().Eyes; e != nil && e.OCR != nil {
-		// The engines start now, not on the first ui_read.
-		go e.OCR.Check()
-	}
 	for _, p := range srv.Problems() {
 		log.Warn("not ready", "problem", p)
 	}

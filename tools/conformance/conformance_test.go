@@ -53,14 +53,11 @@ var scenarios = []string{
 var warnings = map[string]string{
 	// server-sse-polling calls the suite's test_reconnection fixture tool,
 	// which is to close the stream mid-call; poligon has none, so the
-	// answer is the unknown-tool error on the POST stream, and the resume
-	// that follows (200, Last-Event-ID accepted) has nothing left to send.
+	// answer is the unknown-tool error on the (primed) POST stream, and the
+	// resume that follows (200, Last-Event-ID accepted) has nothing left to
+	// send. poligon's own long calls close their streams mid-call and
+	// resume on Last-Event-ID (engine's TestHTTPPollsLongCalls).
 	"server-sse-disconnect-resume": "poligon has no test_reconnection fixture tool: the call's answer came before the resume",
-	// The suite's POST declares protocol 2025-03-26, and the go-sdk writes
-	// the priming event only for 2025-11-25 and later (the version that
-	// defines it); a 2025-11-25 client gets it (engine's
-	// TestHTTPResumeAfterDroppedStream).
-	"server-sse-priming-event": "the SDK primes only streams of protocol >= 2025-11-25; the suite's POST says 2025-03-26",
 }
 
 type check struct {

@@ -89,18 +89,21 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
 var (
 	loadOnce sync.Once
 	loadErr  error
+	loaded   atomic.Bool // load has run: loadErr is its answer
 )
 
 // load opens the library once per process, after making sure libgomp will
 // see OMP_THREAD_LIMIT (the caller's own value stands).
 func load() error {
 	loadOnce.Do(func() {
+		defer loaded.Store(true)
 		if os.Getenv("OMP_THREAD_LIMIT") == "" {
 			os.Setenv("OMP_THREAD_LIMIT", "1") // cgo: reaches the C environment
 		}
@@ -112,6 +115,19 @@ func load() error {
 	})
 	return loadErr
 }
+
+// Find answers whether the library can be had, without loading it: once
+// it has been loaded (or failed to), what that answered; before, whether
+// its file is where the loader looks.
+func Find() error {
+	if loaded.Load() {
+		return loadErr
+	}
+	return findLibrary()
+}
+
+// Loaded reports whether this process has loaded the library.
+func Loaded() bool { return loaded.Load() && loadErr == nil }
 
 // Version answers the library's version, loading it.
 func Version() (string, error) {

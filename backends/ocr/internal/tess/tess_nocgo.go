@@ -7,6 +7,12 @@ import "fmt"
 // Version answers that this build cannot load the library.
 func Version() (string, error) { return "", errNoCgo }
 
+// Find answers that this build cannot load the library.
+func Find() error { return errNoCgo }
+
+// Loaded is always false: this build cannot load the library.
+func Loaded() bool { return false }
+
 var errNoCgo = fmt.Errorf("%w: this poligon was built without cgo (CGO_ENABLED=0), so it cannot load %s; use a build with cgo", ErrUnavailable, Library)
 
 // API is one tesseract engine; without cgo there is none.
