@@ -233,6 +233,15 @@ type FreshScreen interface {
 	FreshFrame(ctx context.Context) (*image.RGBA, time.Time, error)
 }
 
+// LossyScreen is a Screen whose frames come lossily compressed (a PiKVM's
+// JPEG snapshots): a change re-encodes the compression blocks it touches,
+// so pixels around it that did not move differ too.
+type LossyScreen interface {
+	// FrameBlock is the frames' compression block: a JPEG's MCU, 8x8
+	// pixels, or 16x16 with 4:2:0 chroma.
+	FrameBlock() image.Point
+}
+
 // Physical benches: a machine behind a PiKVM or a BMC is one machine, not a
 // hypervisor; it serves Console (vmid is ignored: there is one screen),
 // Power and VirtualMedia as far as its controller can.

@@ -1,16 +1,24 @@
 package hostapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"image"
+	"image/color"
+	"image/draw"
+	"image/jpeg"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/basicfont"
+	"golang.org/x/image/math/fixed"
 
 	"github.com/poligon/poligon/backends/backendtest"
 )
@@ -160,6 +168,110 @@ func TestSignificantChange(t *testing.T) {
 	}
 	if !significantChange(a, image.NewRGBA(image.Rect(0, 0, 1024, 768))) {
 		t.Fatal("a resolution change does not count")
+	}
+}
+
+// jpegConsole draws a VGA text console (grey glyphs in 9x16 cells on
+// black, the cursor an underline in cell col,row unless col < 0), edits
+// it, and answers it as kvmd serves it: JPEG at uStreamer's quality 80.
+func jpegConsole(t *testing.T, lines []string, col, row int, edit func(*image.RGBA)) *image.RGBA {
+	t.Helper()
+	grey := image.NewUniform(color.RGBA{0xaa, 0xaa, 0xaa, 0xff})
+	img := image.NewRGBA(image.Rect(0, 0, 720, 400))
+	draw.Draw(img, img.Rect, image.Black, image.Point{}, draw.Src)
+	d := font.Drawer{Dst: img, Src: grey, Face: basicfont.Face7x13}
+	for r, l := range lines {
+		for c, ch := range l {
+			d.Dot = fixed.P(c*9+1, r*16+12)
+			d.DrawString(string(ch))
+		}
+	}
+	if col >= 0 {
+		draw.Draw(img, image.Rect(col*9, row*16+13, col*9+9, row*16+15), grey, image.Point{}, draw.Src)
+	}
+	if edit != nil {
+		edit(img)
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 80}); err != nil {
+		t.Fatal(err)
+	}
+	dec, err := jpeg.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := image.NewRGBA(dec.Bounds())
+	draw.Draw(out, out.Rect, dec, image.Point{}, draw.Src)
+	return out
+}
+
+func TestLossyChange(t *testing.T) {
+	mcu := image.Pt(16, 16) // Go's and uStreamer's JPEGs are 4:2:0
+	screen := []string{"Debian GNU/Linux 12 poligon tty1", "", "poligon login: root", "root@poligon:~# ls /etc | wc -l", "147"}
+	prompt := func(line string) []string { // line on the last row
+		s := append([]string(nil), screen...)
+		for len(s) <= 24 {
+			s = append(s, "")
+		}
+		s[24] = line
+		return s
+	}
+	// A blink anywhere on a prompt line, in every alignment of the 9-pixel
+	// cells to the 16-pixel blocks, and on the first and last rows.
+	lines := prompt("root@poligon:~# ")
+	oldRuleMissed := false
+	for _, row := range []int{0, 3, 24} {
+		for col := 16; col < 32; col++ {
+			on, off := jpegConsole(t, lines, col, row, nil), jpegConsole(t, lines, -1, 0, nil)
+			if lossyChange(on, off, mcu) || lossyChange(off, on, mcu) {
+				t.Errorf("a blink at col %d row %d counts as a change", col, row)
+			}
+			oldRuleMissed = oldRuleMissed || significantChange(on, off)
+		}
+	}
+	if !oldRuleMissed {
+		t.Error("no blink reached beyond the 9x16 cell: the frames are not like kvmd's")
+	}
+
+	base := jpegConsole(t, lines, 16, 24, nil)
+	if lossyChange(base, jpegConsole(t, lines, 16, 24, nil), mcu) {
+		t.Error("the same screen counts as a change")
+	}
+	typed := jpegConsole(t, prompt("root@poligon:~# l"), 17, 24, nil)
+	if !lossyChange(base, typed, mcu) {
+		t.Error("a typed character (and the cursor moving on) does not count as a change")
+	}
+	word := func(img *image.RGBA) {
+		d := font.Drawer{Dst: img, Src: image.White, Face: basicfont.Face7x13, Dot: fixed.P(30*9, 12*16+12)}
+		d.DrawString("changed")
+	}
+	if !lossyChange(base, jpegConsole(t, lines, 16, 24, word), mcu) {
+		t.Error("a word elsewhere does not count as a change")
+	}
+	if !lossyChange(base, jpegConsole(t, lines, -1, 0, word), mcu) {
+		t.Error("a word elsewhere, the cursor blinking meanwhile, does not count as a change")
+	}
+	faint := func(img *image.RGBA) { // a highlight 30 levels up, no cursor near
+		for y := 200; y < 220; y++ {
+			for x := 300; x < 340; x++ {
+				for c := range 3 {
+					img.Pix[img.PixOffset(x, y)+c] += 30
+				}
+			}
+		}
+	}
+	if !lossyChange(base, jpegConsole(t, lines, 16, 24, faint), mcu) {
+		t.Error("a faint change away from the cursor does not count")
+	}
+	if !lossyChange(base, image.NewRGBA(image.Rect(0, 0, 1024, 768)), mcu) {
+		t.Error("a resolution change does not count")
+	}
+	// Lossless frames keep the exact rule.
+	if !frameChange(Frame{Image: base}, Frame{Image: jpegConsole(t, lines, -1, 0, nil)}) {
+		t.Error("a lossless frame's comparison allowed for JPEG blocks")
+	}
+	if frameChange(Frame{Image: base}, Frame{Image: jpegConsole(t, lines, -1, 0, nil), Block: mcu}) {
+		t.Error("a JPEG frame's comparison did not allow for its blocks")
 	}
 }
 

@@ -47,13 +47,17 @@ type screen struct {
 	jpeg    []byte      // the last snapshot as received
 	img     *image.RGBA // decoded
 	changed time.Time   // when the pixels last differed from the frame before
+	block   image.Point // the JPEG's MCU
 	width   int         // the real frame's size (uStreamer's headers)
 	height  int
 
 	inputMu sync.Mutex // one input action at a time: events of two never interleave
 }
 
-var _ backends.Screen = (*screen)(nil)
+var (
+	_ backends.Screen      = (*screen)(nil)
+	_ backends.LossyScreen = (*screen)(nil)
+)
 
 // Console answers the machine's screen; vmid is ignored (a PiKVM has one).
 // It opens the stream, so the first frame is quick.
@@ -154,14 +158,14 @@ func (s *screen) Frame(ctx context.Context) (*image.RGBA, time.Time, error) {
 		return nil, time.Time{}, err
 	}
 	if s.img == nil || !bytes.Equal(data, s.jpeg) {
-		img, err := decodeJPEG(data)
+		img, block, err := decodeJPEG(data)
 		if err != nil {
 			return nil, time.Time{}, s.b.wrapErr("snapshot", fmt.Errorf("the JPEG does not decode: %w", err))
 		}
 		if s.img == nil || s.img.Rect != img.Rect || !bytes.Equal(s.img.Pix, img.Pix) {
 			s.changed = time.Now()
 		}
-		s.img, s.jpeg = img, data
+		s.img, s.jpeg, s.block = img, data, block
 	}
 	s.width, s.height = w, h
 	if w <= 0 || h <= 0 {
@@ -220,10 +224,37 @@ func (s *screen) snapshot(ctx context.Context, opened time.Time) ([]byte, int, i
 	}
 }
 
-func decodeJPEG(data []byte) (*image.RGBA, error) {
+// FrameBlock is the MCU of the last JPEG (uStreamer's are 4:2:0: 16x16).
+func (s *screen) FrameBlock() image.Point {
+	s.frameMu.Lock()
+	defer s.frameMu.Unlock()
+	if s.block == (image.Point{}) {
+		return image.Pt(16, 16)
+	}
+	return s.block
+}
+
+// decodeJPEG decodes a snapshot and answers its MCU: 8x8 pixels, wider or
+// taller where the chroma is subsampled.
+func decodeJPEG(data []byte) (*image.RGBA, image.Point, error) {
 	src, err := jpeg.Decode(bytes.NewReader(data))
 	if err != nil {
-		return nil, err
+		return nil, image.Point{}, err
+	}
+	block := image.Pt(8, 8)
+	if y, ok := src.(*image.YCbCr); ok {
+		switch y.SubsampleRatio {
+		case image.YCbCrSubsampleRatio422:
+			block = image.Pt(16, 8)
+		case image.YCbCrSubsampleRatio420:
+			block = image.Pt(16, 16)
+		case image.YCbCrSubsampleRatio440:
+			block = image.Pt(8, 16)
+		case image.YCbCrSubsampleRatio411:
+			block = image.Pt(32, 8)
+		case image.YCbCrSubsampleRatio410:
+			block = image.Pt(32, 16)
+		}
 	}
 	bounds := src.Bounds()
 	img := image.NewRGBA(image.Rect(0, 0, bounds.Dx(), bounds.Dy()))
@@ -239,7 +270,7 @@ func decodeJPEG(data []byte) (*image.RGBA, error) {
 		})
 	}
 	wg.Wait()
-	return img, nil
+	return img, block, nil
 }
 
 // size answers the real frame's size, fetching a frame when none was seen.

@@ -108,6 +108,9 @@ func TestSnapshotShowsConsole(t *testing.T) {
 	if w != 720 || h != 400 {
 		t.Errorf("size from uStreamer's headers %dx%d, want 720x400", w, h)
 	}
+	if b := s.FrameBlock(); b != image.Pt(16, 16) {
+		t.Errorf("the JPEG's block is %v, want 4:2:0's 16x16 (the settle waits allow for it)", b)
+	}
 
 	tty1(t, run, `\033[H\033[J`)
 	if err := eventually(ctx, func() bool {

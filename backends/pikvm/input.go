@@ -299,6 +299,37 @@ func (s *screen) moveTo(ctx context.Context, x, y int) error {
 		url.Values{"to_x": {strconv.Itoa(kx)}, "to_y": {strconv.Itoa(ky)}}, nil, nil)
 }
 
+// place puts the pointer at x, y with both axes set: a one-pixel diagonal
+// step, PointerSettle, then the point. A PiKVM's USB mouse reports both
+// axes, but the guest's kernel drops an absolute axis whose value did not
+// change, so when something in the guest moved the pointer (xdotool, a
+// program warping it), a move to the last one's height sent x alone and
+// the pointer kept the guest's y. After the step both axes change; the
+// pause lets the machine read the step before the point replaces it.
+func (s *screen) place(ctx context.Context, x, y int) error {
+	if _, _, err := s.checkPoint(ctx, x, y); err != nil {
+		return err
+	}
+	w, h, err := s.size(ctx)
+	if err != nil {
+		return err
+	}
+	sx, sy := x+1, y+1
+	if sx >= w {
+		sx = max(x-1, 0)
+	}
+	if sy >= h {
+		sy = max(y-1, 0)
+	}
+	if err := s.moveTo(ctx, sx, sy); err != nil {
+		return err
+	}
+	if err := sleep(ctx, backends.PointerSettle); err != nil {
+		return err
+	}
+	return s.moveTo(ctx, x, y)
+}
+
 func buttonName(b backends.Button) (string, error) {
 	switch b {
 	case backends.Left:
@@ -332,7 +363,7 @@ func (s *screen) Move(ctx context.Context, x, y int) error {
 	}
 	s.inputMu.Lock()
 	defer s.inputMu.Unlock()
-	return s.moveTo(ctx, x, y)
+	return s.place(ctx, x, y)
 }
 
 // Click moves and clicks count times: a single click holds the button
@@ -351,7 +382,7 @@ func (s *screen) Click(ctx context.Context, x, y int, b backends.Button, count i
 	}
 	s.inputMu.Lock()
 	defer s.inputMu.Unlock()
-	if err := s.moveTo(ctx, x, y); err != nil {
+	if err := s.place(ctx, x, y); err != nil {
 		return err
 	}
 	hold, gap := backends.ClickHold, time.Duration(0)
@@ -393,7 +424,7 @@ func (s *screen) Drag(ctx context.Context, x1, y1, x2, y2 int) error {
 	if _, _, err := s.checkPoint(ctx, x2, y2); err != nil {
 		return err
 	}
-	if err := s.moveTo(ctx, x1, y1); err != nil {
+	if err := s.place(ctx, x1, y1); err != nil {
 		return err
 	}
 	if err := sleep(ctx, backends.PointerSettle); err != nil {
@@ -438,7 +469,7 @@ func (s *screen) Wheel(ctx context.Context, x, y, steps int) error {
 	}
 	s.inputMu.Lock()
 	defer s.inputMu.Unlock()
-	if err := s.moveTo(ctx, x, y); err != nil {
+	if err := s.place(ctx, x, y); err != nil {
 		return err
 	}
 	delta := "-1"
