@@ -197,7 +197,22 @@ const (
 func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 	bs = slices.DeleteFunc(slices.Clone(bs), func(b image.Rectangle) bool { return b.Dy() > maxTextHeight || cursor(px, w, h, b) })
 	bs = accents(bs)
-	words, members := merge(bs, func(i, j int) int { return max(bs[i].Dy(), bs[j].Dy()) / 2 }, nil)
+	// A letter joins a blob at most twice its height (marks smaller than
+	// text are exempt) over the same background: a taller blob, or one on
+	// another ground, is a picture's stroke (a wallpaper's line beside a
+	// window), which would otherwise join the text beside it, and the
+	// lines it stands beside into one.
+	blobGround := make([]uint32, len(bs))
+	groundOf := func(i int) uint32 {
+		if blobGround[i] == 0 {
+			blobGround[i] = ground(px, w, h, bs[i]) | 1<<24 // known
+		}
+		return blobGround[i] &^ (1 << 24)
+	}
+	words, members := merge(bs, func(i, j int) int { return max(bs[i].Dy(), bs[j].Dy()) / 2 }, func(i, j int) bool {
+		lo, hi := min(bs[i].Dy(), bs[j].Dy()), max(bs[i].Dy(), bs[j].Dy())
+		return (lo < minTextHeight || hi <= 2*lo) && similar(groundOf(i), groundOf(j))
+	})
 	// A word space is about one character wide (monospace: exactly one
 	// cell), two or more part groups: the limit is twice the word's glyph
 	// width (the median of its blobs, at most its height).

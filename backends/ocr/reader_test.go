@@ -248,3 +248,25 @@ func TestMissingLanguageIsOneClearError(t *testing.T) {
 		t.Errorf("Read = %v, want ErrUnavailable", err)
 	}
 }
+
+// testdata/xfce-terminal.png is a corner of the debian-desktop template's
+// screen (TestDebianDesktop): xfce4-terminal in DejaVu Sans Mono beside
+// XFCE's wallpaper, whose strokes are ink as tall as two lines of text.
+// Each terminal line reads on its own, not joined through the wallpaper
+// at the window's left edge.
+func TestWallpaperBesideTextStaysApart(t *testing.T) {
+	r := reader(t)
+	p, err := r.Read(context.Background(), loadPNG(t, "testdata/xfce-terminal.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range p.Lines {
+		got = append(got, l.Text)
+	}
+	for _, want := range []string{"Alpha Bravo Charlie", "Press Next to continue", "Съешь ещё этих булок", "Нажмите Далее", "Hello from DejaVu Sans", "Привет из DejaVu Sans"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("no line %q in %q", want, got)
+		}
+	}
+}
