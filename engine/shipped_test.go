@@ -83,19 +83,42 @@ const (
 	still = `{"ok":true,"seconds":1}`
 )
 
+// Answers of the fake desktop guest's screen and checks.
+const (
+	showsText = `{"frame":"f","width":1280,"height":800,"lines":[{"text":"test","x":640,"y":360}]}`
+	blank     = `{"frame":"f","width":1280,"height":800,"lines":[]}`
+	absent    = `{"ok":false,"exit":1,"stdout":"","stderr":""}`
+)
+
+func found(stdout string) string {
+	return fmt.Sprintf(`{"ok":true,"exit":0,"stdout":%q,"stderr":""}`, stdout)
+}
+
+// A greeter on a user list (GDM, lightdm-kde): Enter selects the user,
+// then the password, once the greeter shows text (a black screen first:
+// the X server before its greeter draws); the login answers once the
+// session's last process runs and its desktop shows text.
 func TestShippedLoginPicksTheSession(t *testing.T) {
 	out, err := runShipped(t, "login.js", map[string]string{"session": "mate", "password": "pw'1"}, []step{
 		{"expect", `id -u test`, `{"exit":0,"stdout":"1000\n","stderr":""}`, ""},
+		{"check", `/usr/share/xsessions`, found("mate\nxfce\n"), ""},
 		{"expect", `'test' 'pw'\\''1' | chpasswd`, ok, ""},
 		{"expect", `Session=mate`, ok, ""},
-		{"screen.waitStill", ``, still, ""},
+		{"expect", `printf '[Desktop]\nSession=mate\n' > \"$h/.dmrc\"`, ok, ""},
+		{"screen.read", ``, blank, ""},
+		{"sleep", ``, "", ""},
+		{"screen.read", ``, showsText, ""},
+		{"screen.waitStill", `"seconds":2`, still, ""},
+		{"check", `pgrep -x lightdm-gtk-gre`, absent, ""},
 		{"keyboard.press", `"ret"`, "", ""},
 		{"screen.waitStill", ``, still, ""},
 		{"keyboard.type", `"pw'1"`, "", ""},
 		{"keyboard.press", `"ret"`, "", ""},
-		{"check", `pgrep -u test -x 'mate-session'`, `{"ok":true,"exit":0,"stdout":"4242\n","stderr":""}`, ""},
-		{"screen.waitStill", ``, still, ""},
+		{"check", `pgrep -u test -x 'mate-session'`, found("4242\n"), ""},
 		{"expect", `ps -o comm= -p 4242`, `{"exit":0,"stdout":"mate-session\n","stderr":""}`, ""},
+		{"check", `pgrep -u test -x 'mate-panel'`, found(""), ""},
+		{"screen.read", ``, showsText, ""},
+		{"screen.waitStill", `"seconds":3`, still, ""},
 		{"screen.shot", ``, `{"image":"shot-1","width":1280,"height":800,"digest":"x"}`, ""},
 	})
 	if err != nil || out != "test logged in: mate-session" {
@@ -106,20 +129,73 @@ func TestShippedLoginPicksTheSession(t *testing.T) {
 	}
 }
 
+// lightdm's GTK greeter (debian-desktop) opens on the password of the
+// listed user: no Enter before the password, which would submit an empty
+// one; without its user list, the name first.
+func TestShippedLoginOnTheGTKGreeter(t *testing.T) {
+	for _, hidden := range []bool{false, true} {
+		steps := []step{
+			{"expect", `id -u test`, ok, ""},
+			{"check", `/usr/share/xsessions`, found("lightdm-xsession\nxfce\n"), ""},
+			{"expect", `chpasswd`, ok, ""},
+			{"expect", `Session=xfce`, ok, ""},
+			{"expect", `.dmrc`, ok, ""},
+			{"screen.read", ``, showsText, ""},
+			{"screen.waitStill", ``, still, ""},
+			{"check", `pgrep -x lightdm-gtk-gre`, found(""), ""},
+		}
+		if hidden {
+			steps = append(steps, step{"check", `greeter-hide-users=true`, found(""), ""},
+				step{"keyboard.type", `"test"`, "", ""}, step{"keyboard.press", `"ret"`, "", ""}, step{"screen.waitStill", ``, still, ""})
+		} else {
+			steps = append(steps, step{"check", `greeter-hide-users=true`, absent, ""})
+		}
+		steps = append(steps,
+			step{"keyboard.type", `"secret"`, "", ""},
+			step{"keyboard.press", `"ret"`, "", ""},
+			step{"check", `pgrep -u test -x 'xfce4-session'`, found("433\n"), ""},
+			step{"expect", `ps -o comm= -p 433`, `{"exit":0,"stdout":"xfce4-session\n","stderr":""}`, ""},
+			step{"check", `pgrep -u test -x 'xfdesktop'`, found(""), ""},
+			step{"screen.read", ``, showsText, ""},
+			step{"screen.waitStill", ``, still, ""},
+			step{"screen.shot", ``, `{"image":"shot-1","width":1280,"height":800,"digest":"x"}`, ""},
+		)
+		out, err := runShipped(t, "login.js", map[string]string{"session": "xfce", "password": "secret"}, steps)
+		if err != nil || out != "test logged in: xfce4-session" {
+			t.Fatalf("login (users hidden %v) = %q, %v", hidden, out, err)
+		}
+	}
+}
+
 func TestShippedLoginFailsWithoutTheSession(t *testing.T) {
 	_, err := runShipped(t, "login.js", map[string]string{"session": "gnome"}, []step{
 		{"expect", `id -u test`, ok, ""},
+		{"check", `/usr/share/xsessions`, found("gnome\n"), ""},
 		{"expect", `chpasswd`, ok, ""},
 		{"expect", `Session=gnome`, ok, ""},
+		{"expect", `.dmrc`, ok, ""},
+		{"screen.read", ``, showsText, ""},
 		{"screen.waitStill", ``, still, ""},
+		{"check", `lightdm-gtk-gre`, absent, ""},
 		{"keyboard.press", `ret`, "", ""},
 		{"screen.waitStill", ``, still, ""},
 		{"keyboard.type", `test`, "", ""},
 		{"keyboard.press", `ret`, "", ""},
-		{"check", `gnome-shell`, `{"ok":false,"exit":1,"stdout":"","stderr":""}`, ""},
+		{"check", `gnome-shell`, absent, ""},
 	})
 	if err == nil || !strings.Contains(err.Error(), "no gnome-shell of test after 60 s") {
 		t.Fatalf("a login that did not go through: %v", err)
+	}
+	// A session the guest does not have is refused before anything
+	// changes in it, naming the ones it has.
+	_, err = runShipped(t, "login.js", map[string]string{"session": "gnome"}, []step{
+		{"expect", `id -u test`, ok, ""},
+		{"check", `/usr/share/xsessions`, found("lightdm-xsession\nxfce\n"), ""},
+	})
+	var se *runtime.ScriptError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "session gnome is not installed on this guest (its sessions: lightdm-xsession, xfce)") ||
+		!strings.Contains(se.Hint, "or session=xfce") {
+		t.Fatalf("a session the guest lacks: %v", err)
 	}
 }
 

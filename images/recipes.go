@@ -14,7 +14,7 @@ import (
 	"slices"
 )
 
-//go:embed tiny tiny-x debian
+//go:embed tiny tiny-x debian debian-desktop
 var recipes embed.FS
 
 // Names lists the templates the binary can build, sorted.

@@ -22,7 +22,7 @@ func TestExtractMatchesTheSourceTree(t *testing.T) {
 		t.Errorf("script = %s", script)
 	}
 	files := 0
-	for _, name := range []string{"tiny", "tiny-x"} {
+	for _, name := range []string{"tiny", "tiny-x", "debian", "debian-desktop"} {
 		err := filepath.WalkDir(name, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err

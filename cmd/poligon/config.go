@@ -90,7 +90,7 @@ func printAccels(w io.Writer, cfg *config.Config) []error {
 func image(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	names := images.Names()
 	if len(args) == 0 || !slices.Contains(names, args[0]) {
-		fmt.Fprintf(stderr, "error: want: poligon image %s [DATA_DIR]\nhint: tiny is a shell and qemu-ga; tiny-x adds an X11 desktop; debian is Debian 12 on a disk (built as root); all are built from Debian packages\n", strings.Join(names, "|"))
+		fmt.Fprintf(stderr, "error: want: poligon image %s [DATA_DIR]\nhint: tiny is a shell and qemu-ga; tiny-x adds an X11 desktop; debian is Debian 12 on a disk and debian-desktop adds XFCE and lightdm (both built as root); all are built from Debian packages\n", strings.Join(names, "|"))
 		return exitError(2)
 	}
 	cache, err := os.UserCacheDir()

@@ -7,7 +7,7 @@
 //	poligon replay TRANSCRIPT                  re-run a script against a recorded run
 //	poligon config check                       the effective config, secrets masked
 //	poligon doctor                             check this host before starting the service
-//	poligon image tiny|tiny-x|...              build a template from Debian packages
+//	poligon image NAME                         build a template from Debian packages
 //	poligon bench status|lease|power|media ... the physical benches' tools
 //	poligon stand plan|apply|status|destroy|compile  multi-machine stands
 //	poligon version
@@ -32,7 +32,7 @@ Usage:
   poligon replay TRANSCRIPT                       re-run a script against a recorded run, no machine needed
   poligon config check                            print the effective config (secrets masked) and its problems
   poligon doctor [--timeout 10s]                  check this host: QEMU, OCR, directories, benches, certificates
-  poligon image tiny|tiny-x [DATA_DIR]            build a template from Debian packages
+  poligon image NAME [DATA_DIR]                   build a template from Debian packages (tiny, tiny-x, debian, debian-desktop)
   poligon bench status|lease|release|power|media  physical benches: leases, power, virtual media
   poligon stand plan|apply|status|destroy|compile stands: several machines built from a plan
   poligon version                                 print the version

@@ -30,7 +30,12 @@ SUITE=bookworm
 PACKAGES="linux-image-amd64 systemd-sysv systemd-resolved udev dbus qemu-guest-agent openssh-server sudo
   nginx postgresql curl ca-certificates cloud-guest-utils fdisk e2fsprogs iproute2 iputils-ping procps less
   grub-pc-bin grub-efi-amd64-bin mtools dosfstools ${EXTRA_PACKAGES:-}"
-SOURCES=("$HERE/build.sh" "$HERE/customize.sh" "$HERE/rootfs" ${EXTRA_SOURCES[@]+"${EXTRA_SOURCES[@]}"})
+# A variant names its own recipe files in EXTRA_SOURCES (colon-separated, like PATH) so the stamp covers them.
+SOURCES=("$HERE/build.sh" "$HERE/customize.sh" "$HERE/rootfs")
+if [ -n "${EXTRA_SOURCES:-}" ]; then
+	IFS=: read -ra extra <<<"$EXTRA_SOURCES"
+	SOURCES+=("${extra[@]}")
+fi
 
 die() {
 	printf '%s: error: %s\n' "$NAME" "$1" >&2
@@ -87,7 +92,10 @@ flock 9
 if outputs_present && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
 	exit 0
 fi
-rm -rf "$CACHE"/work.* # left by a build that was killed
+# Left by a build that was killed: mmdebstrap killed hard leaves /proc, /sys and /dev mounted in its root, and rm -rf
+# would descend into them. Unmount those first, deepest first.
+findmnt -rn -o TARGET 2>/dev/null | grep -F "$CACHE/work." | sort -r | while read -r m; do umount -l "$m" || true; done || true
+rm -rf --one-file-system "$CACHE"/work.*
 WORK=$(mktemp -d "$CACHE/work.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 ROOT=$WORK/root
@@ -99,6 +107,9 @@ ESP_SERIAL=$(od -An -N4 -tx4 /dev/urandom | tr -d ' ' | tr a-f A-F)
 export ROOT_UUID ESP_SERIAL NAME HERE WORK
 
 # --- 1. the root filesystem, with packages cached between builds --------------------------------------------------
+# debian and its variants share $DEBS: one mmdebstrap at a time syncs it in and out.
+exec 8>"$DEBS.lock"
+flock 8
 log "installing Debian 12 into $ROOT (mmdebstrap; the .debs are cached in $DEBS)"
 # The whole log is kept in $CACHE/build.log; the terminal gets mmdebstrap's progress lines (I:, W:, E:).
 set +e

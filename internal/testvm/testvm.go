@@ -49,27 +49,67 @@ func TemplatesDir(t testing.TB, more ...string) string {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lock, err := os.OpenFile(filepath.Join(cache, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	for _, name := range more {
 		if strings.HasPrefix(name, "debian") && os.Geteuid() != 0 {
 			t.Skipf("the %s template builds as root (mmdebstrap --mode=root): skipping a test that boots it", name)
 		}
 	}
 	for _, name := range append([]string{"tiny"}, more...) {
-		cmd := exec.Command(filepath.Join(Root(), "images", name, "build.sh"), cache)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building the %s template failed: %v\n%s", name, err, out)
-		}
+		build(t, cache, name)
 	}
 	return filepath.Join(cache, "templates")
+}
+
+// build runs NAME's recipe into cache under a lock per template, so
+// parallel test packages wait for one build instead of racing. (The debian
+// templates share a package cache; their recipe serialises its use.)
+func build(t testing.TB, cache, name string) {
+	t.Helper()
+	if err := buildLocked(cache, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func buildLocked(cache, name string) error {
+	lock, err := os.OpenFile(filepath.Join(cache, ".lock-"+name), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	cmd := exec.Command(filepath.Join(Root(), "images", name, "build.sh"), cache)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the %s template failed: %v\n%s", name, err, out)
+	}
+	return nil
+}
+
+// Prebuild builds the templates named, one after the other, for a test
+// binary to start in the background from TestMain: a real guest's build
+// takes minutes, which then pass beside the tests that need only tiny,
+// and a test that boots one waits (on the template's lock) for the build
+// under way rather than starting its own. A build that fails is left for
+// the test that needs the template to run again and report. It does
+// nothing where a test would skip: as a non-root user or without QEMU.
+func Prebuild(names ...string) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		return
+	}
+	cache := cacheDir()
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return
+	}
+	for _, name := range names {
+		if err := buildLocked(cache, name); err != nil {
+			fmt.Fprintln(os.Stderr, "testvm: prebuild:", strings.SplitN(err.Error(), "\n", 2)[0])
+		}
+	}
 }
 
 // DataDir answers a fresh data directory whose templates/ holds the tiny
