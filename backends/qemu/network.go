@@ -35,6 +35,7 @@ import (
 //	<run>/net.lock              flock held while a network starts or stops
 //	<run>/net-<name>/sw/        the switch's sockets (QEMU's -netdev vde,sock=)
 //	<run>/net-<name>/*.pid      the daemons' pidfiles
+//	<run>/net-<name>/mgmt       the switch's console (unixterm; hash/print, port/allprint)
 //	<run>/net-<name>/leases     the address of every MAC (network_dhcp.go)
 //
 // A supervisor (superviseNetworks) starts again, within a second, a daemon
@@ -81,6 +82,10 @@ func (l layout) network(name string) (network, error) {
 }
 
 func (n network) switchPidfile() string { return filepath.Join(n.dir, "switch.pid") }
+
+// switchConsole is the switch's management socket, where an operator (or
+// a test that failed) reads its port and MAC tables: unixterm PATH.
+func (n network) switchConsole() string { return filepath.Join(n.dir, "mgmt") }
 func (n network) slirpPidfile() string  { return filepath.Join(n.dir, "slirp.pid") }
 
 // switchPid and slirpPid answer the daemon's pid when it is alive and is
@@ -186,9 +191,10 @@ func (d *Driver) ensureNetwork(ctx context.Context, n network) error {
 		// would refuse to write over.
 		os.RemoveAll(n.sock)
 		os.Remove(n.switchPidfile())
+		os.Remove(n.switchConsole())
 		d.log.Info("starting network switch", "network", n.name, "sock", n.sock)
 		// -f /dev/null: no rc file (~/.vderc) changes the switch.
-		if err := startDaemon(ctx, n.switchPid, "vde_switch", "-d", "-f", "/dev/null", "-s", n.sock, "-p", n.switchPidfile()); err != nil {
+		if err := startDaemon(ctx, n.switchPid, "vde_switch", "-d", "-f", "/dev/null", "-s", n.sock, "-M", n.switchConsole(), "-p", n.switchPidfile()); err != nil {
 			return fmt.Errorf("network %q: %w", n.name, err)
 		}
 		switchDied = !fresh

@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/backends/qmp"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
@@ -430,6 +432,11 @@ func TestStandNetworkSwitchKilled(t *testing.T) {
 	sw, _ := n.switchPid()
 	syscall.Kill(sw, syscall.SIGKILL)
 	restarted(t, n.switchPid, sw, "vde_switch")
+	t.Cleanup(func() {
+		if t.Failed() {
+			netDiagnosis(t, d, n, vmids)
+		}
+	})
 	fetch(t, d, b, "http://"+ips[0]+"/", "page-from-a")
 	fetch(t, d, a, "http://10.0.2.2:"+port+"/", "page-from-host")
 	if now, _ := d.pid(a); now != qa {
@@ -505,5 +512,70 @@ func fetch(t *testing.T, d *Driver, vmid int, url, want string) {
 			t.Fatalf("vmid %d: wget %s = %q (exit %d, signal %d, %s), want %q", vmid, url, st.Stdout, st.ExitCode, st.Signal, st.Stderr, want)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// netDiagnosis logs what a failed stand network test needs to tell where
+// frames stop: the switch's ports and MAC table, each QEMU's view of its
+// network clients, and each guest's neighbours and interface counters.
+func netDiagnosis(t *testing.T, d *Driver, n network, vmids []int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, cmd := range []string{"port/allprint", "hash/print"} {
+		out, err := switchCommand(ctx, n.switchConsole(), cmd)
+		t.Logf("vde_switch %s (err %v):\n%s", cmd, err, out)
+	}
+	for _, id := range vmids {
+		var info string
+		err := d.monitorDo(ctx, id, func(c *qmp.Client) (err error) {
+			info, err = c.HumanMonitorCommand(ctx, "info network")
+			return err
+		})
+		t.Logf("vmid %d (MAC %s) info network (err %v):\n%s", id, vmMAC(id), err, info)
+		st := sh(t, d, id, "ip neigh; cat /proc/net/dev")
+		t.Logf("vmid %d guest:\n%s%s", id, st.Stdout, st.Stderr)
+	}
+}
+
+// switchCommand runs one command on a vde_switch's management console
+// and answers its output, up to the console's "1000 Success" (or error
+// code) line.
+func switchCommand(ctx context.Context, path, cmd string) (string, error) {
+	var dialer net.Dialer
+	c, err := dialer.DialContext(ctx, "unix", path)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	r := bufio.NewReader(c)
+	// The banner ends with the prompt "vde$ ", which has no newline.
+	for prompt := []byte("vde$ "); ; {
+		b, err := r.ReadByte()
+		if err != nil {
+			return "", fmt.Errorf("console banner: %w", err)
+		}
+		if b == prompt[0] {
+			if next, _ := r.Peek(len(prompt) - 1); string(next) == string(prompt[1:]) {
+				r.Discard(len(prompt) - 1)
+				break
+			}
+		}
+	}
+	if _, err := fmt.Fprintf(c, "%s\n", cmd); err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		out.WriteString(line)
+		if err != nil {
+			return out.String(), err
+		}
+		if len(line) > 5 && line[4] == ' ' && line[0] >= '1' && line[0] <= '9' && strings.Trim(line[:4], "0123456789") == "" {
+			return out.String(), nil
+		}
 	}
 }
