@@ -23,10 +23,23 @@ import (
 //   - recall-en, recall-ru: the share of the words put there that were
 //     read (punctuation aside), and the CLI's, cli-recall-*.
 func BenchmarkTinyXFrame(b *testing.B) {
+	benchFrame(b, "testdata/tinyx/full.png",
+		append(words(b, "testdata/tinyx/en1.txt"), words(b, "testdata/tinyx/en2.txt")...),
+		append(words(b, "testdata/tinyx/ru1.txt"), words(b, "testdata/tinyx/ru2.txt")...))
+}
+
+// BenchmarkXFCEFrame is BenchmarkTinyXFrame on the debian-desktop
+// template's screen (testdata/xfce/full.png, from the guest): XFCE's panel
+// and wallpaper, xfce4-terminal with 20 lines in DejaVu Sans Mono (en.txt
+// and ru.txt, the first 10 of each) and poligon-form's DejaVu Sans,
+// anti-aliased.
+func BenchmarkXFCEFrame(b *testing.B) {
+	benchFrame(b, "testdata/xfce/full.png", words(b, "testdata/xfce/en.txt"), words(b, "testdata/xfce/ru.txt"))
+}
+
+func benchFrame(b *testing.B, png string, en, ru []string) {
 	r := reader(b)
-	img := loadPNG(b, "testdata/tinyx/full.png")
-	en := append(words(b, "testdata/tinyx/en1.txt"), words(b, "testdata/tinyx/en2.txt")...)
-	ru := append(words(b, "testdata/tinyx/ru1.txt"), words(b, "testdata/tinyx/ru2.txt")...)
+	img := loadPNG(b, png)
 	first, err := r.Read(context.Background(), img) // engines up, and the lines to erase words of
 	if err != nil {
 		b.Fatal(err)
@@ -61,7 +74,7 @@ func BenchmarkTinyXFrame(b *testing.B) {
 
 		var out string
 		cli.Time(func() {
-			if out, err = tesseractCLI("testdata/tinyx/full.png", r.cfg.Languages); err != nil {
+			if out, err = tesseractCLI(png, r.cfg.Languages); err != nil {
 				b.Skip(err)
 			}
 		})

@@ -197,11 +197,12 @@ const (
 func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 	bs = slices.DeleteFunc(slices.Clone(bs), func(b image.Rectangle) bool { return b.Dy() > maxTextHeight || cursor(px, w, h, b) })
 	bs = accents(bs)
-	// A letter joins a blob at most twice its height (marks smaller than
-	// text are exempt) over the same background: a taller blob, or one on
-	// another ground, is a picture's stroke (a wallpaper's line beside a
-	// window), which would otherwise join the text beside it, and the
-	// lines it stands beside into one.
+	// A letter joins a blob at most twice its height, sharing half the
+	// taller one's rows, over the same background (marks smaller than text
+	// are exempt): a taller blob, one on another ground or one that shares
+	// less is a picture's stroke (a wallpaper's line beside a window) or
+	// the mouse pointer's I-beam standing across two lines, which would
+	// otherwise join the text beside it, and the lines it touches, into one.
 	blobGround := make([]uint32, len(bs))
 	groundOf := func(i int) uint32 {
 		if blobGround[i] == 0 {
@@ -211,7 +212,8 @@ func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 	}
 	words, members := merge(bs, func(i, j int) int { return max(bs[i].Dy(), bs[j].Dy()) / 2 }, func(i, j int) bool {
 		lo, hi := min(bs[i].Dy(), bs[j].Dy()), max(bs[i].Dy(), bs[j].Dy())
-		return (lo < minTextHeight || hi <= 2*lo) && similar(groundOf(i), groundOf(j))
+		ov := min(bs[i].Max.Y, bs[j].Max.Y) - max(bs[i].Min.Y, bs[j].Min.Y)
+		return (lo < minTextHeight || hi <= 2*lo && 2*ov >= hi) && similar(groundOf(i), groundOf(j))
 	})
 	// A word space is about one character wide (monospace: exactly one
 	// cell), two or more part groups: the limit is twice the word's glyph
@@ -227,8 +229,15 @@ func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 		glyph[i] = min(ws[len(ws)/2], b.Dy())
 		grounds[i] = ground(px, w, h, b)
 	}
+	// Words share half the taller one's rows too: a blob that bridges two
+	// lines (the I-beam drawn over letters of both, one connected piece)
+	// joins the line it shares most with, not both.
 	gs, _ := merge(words, func(i, j int) int { return 2 * max(glyph[i], glyph[j]) },
-		func(i, j int) bool { return similar(grounds[i], grounds[j]) })
+		func(i, j int) bool {
+			lo, hi := min(words[i].Dy(), words[j].Dy()), max(words[i].Dy(), words[j].Dy())
+			ov := min(words[i].Max.Y, words[j].Max.Y) - max(words[i].Min.Y, words[j].Min.Y)
+			return similar(grounds[i], grounds[j]) && (lo < minTextHeight || 2*ov >= hi)
+		})
 	// Too short to be text, or a line one pixel wide (the edge of a
 	// cursor, a rule's stub).
 	gs = slices.DeleteFunc(gs, func(g image.Rectangle) bool { return g.Dy() < minTextHeight || g.Dx() < 2 })

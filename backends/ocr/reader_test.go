@@ -270,3 +270,23 @@ func TestWallpaperBesideTextStaysApart(t *testing.T) {
 		}
 	}
 }
+
+// testdata/xfce/full.png is the debian-desktop template's whole screen
+// (BenchmarkXFCEFrame): XFCE's wallpaper and panel, 20 lines of
+// xfce4-terminal, poligon-form, and the mouse pointer's I-beam drawn over
+// two lines of the terminal, joined to letters of both. Before the reader
+// kept lines apart from the wallpaper's strokes and the pointer, it read
+// 31% of the English words and 62% of the Russian ones.
+func TestXFCEFrameIsRead(t *testing.T) {
+	r := reader(t)
+	p, err := r.Read(context.Background(), loadPNG(t, "testdata/xfce/full.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lang := range []string{"en", "ru"} {
+		// The two words under the pointer are hidden behind it.
+		if got, missed := recall(p, words(t, "testdata/xfce/"+lang+".txt")); got < 0.97 {
+			t.Errorf("%s: %.0f%% of the words read; missed %v", lang, 100*got, missed)
+		}
+	}
+}
