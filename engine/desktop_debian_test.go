@@ -77,16 +77,7 @@ func TestDebianDesktop(t *testing.T) {
 	// A GTK window painted magenta: its 12-pixel margin around the widgets
 	// lets the test check the box ui_wait_for gives against the pixels.
 	user := map[string]any{"vmid": vmid, "user": "test"}
-	with := func(kv ...any) map[string]any {
-		m := map[string]any{}
-		for k, v := range user {
-			m[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return m
-	}
+	with := func(kv ...any) map[string]any { return withArgs(user, kv...) }
 	out = mustOK(t, cs, "vm_exec_gui", with("command", "poligon-form --title poligon-form-test --background '#ff00ff' 'Hello from DejaVu Sans' 'Привет из DejaVu Sans'"))
 	if !strings.HasPrefix(out, "running after 2 s") {
 		t.Fatalf("vm_exec_gui poligon-form = %q", out)

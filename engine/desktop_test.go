@@ -6,6 +6,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,16 +38,7 @@ func TestDesktopOnTinyX(t *testing.T) {
 	t.Cleanup(func() { call(t, cs, "vm_destroy", map[string]any{"vmid": vmid, "confirm": true, "wait": 50}) })
 	bootVM(t, cs, vmid)
 	root := map[string]any{"vmid": vmid, "user": "root"}
-	with := func(kv ...any) map[string]any {
-		m := map[string]any{}
-		for k, v := range root {
-			m[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return m
-	}
+	with := func(kv ...any) map[string]any { return withArgs(root, kv...) }
 
 	// The session's own xterm shows once X is up.
 	out = mustOK(t, cs, "ui_wait_for", with("window", "xterm", "timeout", 50))
@@ -166,6 +158,15 @@ func TestDesktopOnTinyX(t *testing.T) {
 
 	// The same VM serves the eyes' checks: one desktop boot for both.
 	t.Run("eyes", func(t *testing.T) { eyesOnTinyX(t, srv, cs, vmid, fake, logs) })
+}
+
+// withArgs answers base with the key, value pairs kv added.
+func withArgs(base map[string]any, kv ...any) map[string]any {
+	m := maps.Clone(base)
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
 }
 
 // decodePNG decodes the image of a screenshot answer.
