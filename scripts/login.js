@@ -42,10 +42,11 @@ function waitDrawn(vm, what, seconds) {
 module.exports = {
   name: "login",
   description:
-    "Log into the graphical session through the display manager (GDM or lightdm, both take Enter, password, Enter) " +
-    "as a desktop user (default test/test): sets the password, picks the session through AccountsService when asked " +
-    "(auto = the display manager's default; gnome, plasma, mate or xfce), types the password at the greeter and waits " +
-    "until the session's shell runs. Answers the session process and a screenshot.",
+    "Log into the graphical session through the display manager (GDM and lightdm-kde take Enter, password, Enter; " +
+    "lightdm's GTK greeter the password and Enter) as a desktop user (default test/test): sets the password, picks " +
+    "the session through AccountsService and ~/.dmrc when asked (auto = the display manager's default; gnome, plasma, " +
+    "mate or xfce), waits until the greeter is drawn, types the password and waits until the session's desktop is " +
+    "drawn. Answers the session process and a screenshot.",
   params: {
     user: { description: "desktop user", default: "test" },
     password: { description: "password to set and type", default: "test" },
