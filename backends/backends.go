@@ -242,6 +242,15 @@ type LossyScreen interface {
 	FrameBlock() image.Point
 }
 
+// EncodedScreen is a Screen whose frames arrive encoded (a PiKVM's JPEG
+// snapshots): an answer that shows a frame whole can pass those bytes on
+// rather than encode the pixels again.
+type EncodedScreen interface {
+	// EncodedFrame is Frame with the bytes its pixels were decoded from
+	// and their MIME type ("image/jpeg").
+	EncodedFrame(ctx context.Context) (img *image.RGBA, data []byte, mime string, changed time.Time, err error)
+}
+
 // Physical benches: a machine behind a PiKVM or a BMC is one machine, not a
 // hypervisor; it serves Console (vmid is ignored: there is one screen),
 // Power and VirtualMedia as far as its controller can.

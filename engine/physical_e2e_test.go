@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/poligon/poligon/backends/bmc/redfishtest"
 	"github.com/poligon/poligon/backends/pikvm/kvmdtest"
 	"github.com/poligon/poligon/config"
@@ -165,6 +167,8 @@ func TestPiKVMBench(t *testing.T) {
 
 	if out, res := call(t, cs, "ui_screenshot", kvm()); res.IsError || len(res.Content) != 2 || !strings.HasPrefix(out, "720x400\n") {
 		t.Fatalf("ui_screenshot on the PiKVM = %q", out)
+	} else if img := res.Content[1].(*mcp.ImageContent); img.MIMEType != "image/jpeg" || !bytes.HasPrefix(img.Data, []byte{0xff, 0xd8}) {
+		t.Fatalf("ui_screenshot on the PiKVM carries %s, not kvmd's JPEG", img.MIMEType)
 	}
 	mustOK(t, cs, "ui_type", kvm("text", "echo poligon via kvm >/tmp/kvm.txt\n"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -128,9 +128,9 @@ func renderOutcome(o catalog.RunOutcome) *mcp.CallToolResult {
 	}
 	res := text("%s", head)
 	if o.Shot != nil {
-		if png, shown, err := o.Shot.PNG(1); err == nil {
+		if data, mime, shown, err := o.Shot.Encode(1); err == nil {
 			res.Content = append(res.Content, &mcp.TextContent{Text: sizeLine(o.Shot.Image.Bounds(), shown)})
-			withImage(res, png)
+			withImage(res, data, mime)
 		}
 	}
 	return res

@@ -159,8 +159,8 @@ func tsv(rows [][]string) string {
 }
 
 // withImage adds a PNG to a result.
-func withImage(res *mcp.CallToolResult, png []byte) *mcp.CallToolResult {
-	res.Content = append(res.Content, &mcp.ImageContent{MIMEType: "image/png", Data: png})
+func withImage(res *mcp.CallToolResult, data []byte, mime string) *mcp.CallToolResult {
+	res.Content = append(res.Content, &mcp.ImageContent{MIMEType: mime, Data: data})
 	return res
 }
 

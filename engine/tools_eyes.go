@@ -187,11 +187,11 @@ func afterLook(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a af
 	}
 	res.Content = append(res.Content, &mcp.TextContent{Text: timing + "\n" + body})
 	if withImg {
-		png, _, err := f.PNG(a.Scale)
+		data, mime, _, err := f.Encode(a.Scale)
 		if err != nil {
 			return nil, err
 		}
-		withImage(res, png)
+		withImage(res, data, mime)
 	}
 	return res, nil
 }

@@ -100,9 +100,10 @@ func sizeLine(full, shown image.Rectangle) string {
 	return fmt.Sprintf("%dx%d (scale %s of %dx%d)", shown.Dx(), shown.Dy(), strconv.FormatFloat(scale, 'g', 3, 64), full.Dx(), full.Dy())
 }
 
-// imageResult renders a frame: the size line (plus lines) and the PNG.
+// imageResult renders a frame: the size line (plus lines) and the image
+// (PNG, or a PiKVM's own JPEG when shown whole).
 func imageResult(f hostapi.Frame, scale float64, lines ...string) (*mcp.CallToolResult, error) {
-	png, shown, err := f.PNG(scale)
+	data, mime, shown, err := f.Encode(scale)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func imageResult(f hostapi.Frame, scale float64, lines ...string) (*mcp.CallTool
 	for _, l := range lines {
 		head += "\n" + l
 	}
-	return withImage(text("%s", head), png), nil
+	return withImage(text("%s", head), data, mime), nil
 }
 
 func screenshot(ctx context.Context, c *Call, in *screenshotArgs) (*mcp.CallToolResult, error) {

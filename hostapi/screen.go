@@ -32,6 +32,10 @@ type Frame struct {
 	// Block is the compression block of a lossy frame (a PiKVM's JPEG:
 	// its MCU); zero for a lossless one.
 	Block image.Point
+	// Encoded is the console's own encoding of exactly these pixels (a
+	// PiKVM's JPEG) and EncodedType its MIME type; empty when it has none.
+	Encoded     []byte
+	EncodedType string
 }
 
 // Timing says what the frame waited for, for an answer's timing: line.
@@ -81,6 +85,18 @@ func (f Frame) PNG(scale float64) ([]byte, image.Rectangle, error) {
 	}
 	pngs.put(key, data)
 	return data, shown, nil
+}
+
+// Encode answers the image an answer shows and its MIME type: the
+// console's own encoding when the frame is shown whole and has one (a
+// PiKVM's JPEG, passed on as it came: no second encoding), else PNG,
+// scaled by scale when 0 < scale < 1.
+func (f Frame) Encode(scale float64) ([]byte, string, image.Rectangle, error) {
+	if len(f.Encoded) > 0 && (scale <= 0 || scale >= 1) {
+		return f.Encoded, f.EncodedType, f.Image.Bounds(), nil
+	}
+	data, shown, err := f.PNG(scale)
+	return data, "image/png", shown, err
 }
 
 // pngs are the last few encodings, by frame.
@@ -289,11 +305,21 @@ func (v *VM) shot(ctx context.Context, s backends.Screen) (Frame, error) {
 // frame is the console's current frame as it has it (for a VNC console,
 // the last update its server sent).
 func (v *VM) frame(ctx context.Context, s backends.Screen, start time.Time) (Frame, error) {
-	img, _, err := s.Frame(ctx)
+	var (
+		img  *image.RGBA
+		data []byte
+		mime string
+		err  error
+	)
+	if es, ok := s.(backends.EncodedScreen); ok {
+		img, data, mime, _, err = es.EncodedFrame(ctx)
+	} else {
+		img, _, err = s.Frame(ctx)
+	}
 	if err != nil {
 		return Frame{}, wrap(err, "", "vmid %d screenshot", v.info.VMID)
 	}
-	return Frame{Image: img, At: time.Now(), Took: time.Since(start), Block: blockOf(s)}, nil
+	return Frame{Image: img, At: time.Now(), Took: time.Since(start), Block: blockOf(s), Encoded: data, EncodedType: mime}, nil
 }
 
 func blockOf(s backends.Screen) image.Point {

@@ -11,6 +11,8 @@ import (
 	"crypto/x509"
 	"fmt"
 	"image"
+	"image/draw"
+	"image/jpeg"
 	"image/png"
 	"io"
 	"log/slog"
@@ -274,7 +276,8 @@ func TestFramePNG(t *testing.T) {
 
 // ui_screenshot on a PiKVM against a raw GET of kvmd's snapshot, both over
 // TLS to the same fake, alternating: the screenshot is the GET plus the
-// JPEG's decoding, the frame's digest and the PNG the answer carries. The
+// JPEG's decoding (for the frame's digest, the waits and the guard) and the
+// image the answer carries (kvmd's JPEG itself, unscaled). The
 // fake captures afresh for every request (uStreamer serves its latest
 // frame; here neither side may reuse a capture the other paid for).
 // "changing" writes to the console before each round, so every screenshot
@@ -304,7 +307,7 @@ func BenchmarkPiKVMScreenshot(b *testing.B) {
 			b.Fatal(err)
 		}
 		f.Digest()
-		if _, _, err := f.PNG(1); err != nil {
+		if _, _, _, err := f.Encode(1); err != nil { // what the answer carries
 			b.Fatal(err)
 		}
 	}
@@ -335,5 +338,32 @@ func BenchmarkPiKVMScreenshot(b *testing.B) {
 			b.ReportMetric(tShot.Seconds()*1000/n, "screenshot-ms")
 			b.ReportMetric(float64(tShot)/float64(tGet), "screenshot/get")
 		})
+	}
+}
+
+// A PiKVM screenshot shown whole carries kvmd's own JPEG, not a second
+// encoding of its pixels; scaled, it is a PNG of the scaled pixels.
+func TestPiKVMScreenshotIsItsJPEG(t *testing.T) {
+	v, _, sh, ctx := kvmdConsole(t, 0)
+	sh(`printf '\033[H\033[Jthe JPEG as it came\n' >/dev/tty1`)
+	f, err := v.Shot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, mime, shown, err := f.Encode(1)
+	if err != nil || mime != "image/jpeg" || shown != f.Image.Bounds() || !bytes.Equal(data, f.Encoded) {
+		t.Fatalf("Encode(1) = %d bytes of %s, %v, %v", len(data), mime, shown, err)
+	}
+	img, err := jpeg.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := image.NewRGBA(img.Bounds())
+	draw.Draw(got, got.Bounds(), img, img.Bounds().Min, draw.Src)
+	if !bytes.Equal(got.Pix, f.Image.Pix) {
+		t.Fatal("the JPEG carried is not the frame's pixels")
+	}
+	if _, mime, shown, err := f.Encode(0.5); err != nil || mime != "image/png" || shown.Dx() != (f.Image.Bounds().Dx()+1)/2 {
+		t.Fatalf("Encode(0.5) = %s %v, %v", mime, shown, err)
 	}
 }

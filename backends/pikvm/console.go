@@ -55,8 +55,9 @@ type screen struct {
 }
 
 var (
-	_ backends.Screen      = (*screen)(nil)
-	_ backends.LossyScreen = (*screen)(nil)
+	_ backends.Screen        = (*screen)(nil)
+	_ backends.LossyScreen   = (*screen)(nil)
+	_ backends.EncodedScreen = (*screen)(nil)
 )
 
 // Console answers the machine's screen; vmid is ignored (a PiKVM has one).
@@ -147,20 +148,33 @@ func (s *screen) closeStream() {
 
 // Frame answers the current frame and when its pixels last changed.
 func (s *screen) Frame(ctx context.Context) (*image.RGBA, time.Time, error) {
+	img, _, changed, err := s.frame(ctx)
+	return img, changed, err
+}
+
+// EncodedFrame is Frame with the JPEG its pixels were decoded from.
+func (s *screen) EncodedFrame(ctx context.Context) (*image.RGBA, []byte, string, time.Time, error) {
+	img, data, changed, err := s.frame(ctx)
+	return img, data, "image/jpeg", changed, err
+}
+
+// frame fetches a snapshot and answers a copy of its pixels with the JPEG
+// they came from.
+func (s *screen) frame(ctx context.Context) (*image.RGBA, []byte, time.Time, error) {
 	opened, err := s.ensureStream(ctx)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, nil, time.Time{}, err
 	}
 	s.frameMu.Lock()
 	defer s.frameMu.Unlock()
 	data, w, h, err := s.snapshot(ctx, opened)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, nil, time.Time{}, err
 	}
 	if s.img == nil || !bytes.Equal(data, s.jpeg) {
 		img, block, err := decodeJPEG(data)
 		if err != nil {
-			return nil, time.Time{}, s.b.wrapErr("snapshot", fmt.Errorf("the JPEG does not decode: %w", err))
+			return nil, nil, time.Time{}, s.b.wrapErr("snapshot", fmt.Errorf("the JPEG does not decode: %w", err))
 		}
 		if s.img == nil || s.img.Rect != img.Rect || !bytes.Equal(s.img.Pix, img.Pix) {
 			s.changed = time.Now()
@@ -173,7 +187,7 @@ func (s *screen) Frame(ctx context.Context) (*image.RGBA, time.Time, error) {
 	}
 	cp := image.NewRGBA(s.img.Rect)
 	copy(cp.Pix, s.img.Pix)
-	return cp, s.changed, nil
+	return cp, s.jpeg, s.changed, nil
 }
 
 // snapshot fetches one JPEG with allow_offline, so no signal is told
