@@ -74,6 +74,7 @@ type Driver struct {
 
 	stopSupervisor func()          // see superviseNetworks
 	replugPending  map[string]bool // networks with a VM not yet on its new switch; under mu
+	leasesPending  map[string]bool // networks whose slirpvde may lack its leases (pinning them failed); under mu
 
 	mu      sync.Mutex
 	locks   map[int]*sync.Mutex
@@ -126,6 +127,7 @@ func New(opts Options) (*Driver, error) {
 		screens: map[int]*rfb.Client{},
 
 		replugPending: map[string]bool{},
+		leasesPending: map[string]bool{},
 	}
 	d.monitors = newConns(d.dialMonitor)
 	d.agents = newConns(d.dialAgent)

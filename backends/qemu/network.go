@@ -208,11 +208,25 @@ func (d *Driver) ensureNetwork(ctx context.Context, n network) error {
 		}
 		slirpStarted = true
 	}
-	if err := d.pinLeases(ctx, n, slirpStarted); err != nil {
-		return fmt.Errorf("network %q: %w", n.name, err)
+	// Each is pending until done, so that the supervisor tries again when
+	// it fails: the running VMs must not stay off a new switch because
+	// pinning the leases failed (vde_plug cut off under load), nor a new
+	// slirpvde stay without the leases it had.
+	if switchDied {
+		d.setPending(d.replugPending, n.name, true)
 	}
-	if switchDied && !d.replug(ctx, n) {
-		d.setReplugPending(n.name, true)
+	if slirpStarted {
+		d.setPending(d.leasesPending, n.name, true)
+	}
+	leasesErr := d.pinLeases(ctx, n, d.isPending(d.leasesPending, n.name))
+	if leasesErr == nil {
+		d.setPending(d.leasesPending, n.name, false)
+	}
+	if d.isPending(d.replugPending, n.name) && d.replug(ctx, n) {
+		d.setPending(d.replugPending, n.name, false)
+	}
+	if leasesErr != nil {
+		return fmt.Errorf("network %q: %w", n.name, leasesErr)
 	}
 	return nil
 }
@@ -310,20 +324,22 @@ func (d *Driver) replug(ctx context.Context, n network) bool {
 	return ok
 }
 
-func (d *Driver) setReplugPending(network string, pending bool) {
+// setPending and isPending keep what is still to do for a network (the
+// replugPending and leasesPending sets).
+func (d *Driver) setPending(set map[string]bool, network string, pending bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if pending {
-		d.replugPending[network] = true
+		set[network] = true
 	} else {
-		delete(d.replugPending, network)
+		delete(set, network)
 	}
 }
 
-func (d *Driver) isReplugPending(network string) bool {
+func (d *Driver) isPending(set map[string]bool, network string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.replugPending[network]
+	return set[network]
 }
 
 // superviseNetworks restarts, every second, what died of the network of a
@@ -362,8 +378,10 @@ func (d *Driver) checkNetworks(ctx context.Context) {
 		_, sw := n.switchPid()
 		_, sl := n.slirpPid()
 		if sw && sl {
-			if d.isReplugPending(n.name) {
-				d.replugAgain(ctx, n)
+			if d.isPending(d.replugPending, n.name) || d.isPending(d.leasesPending, n.name) {
+				if err := d.repair(ctx, n); err != nil {
+					d.log.Warn("a network's repair is not done yet", "network", n.name, "err", err)
+				}
 			}
 			continue
 		}
@@ -371,17 +389,6 @@ func (d *Driver) checkNetworks(ctx context.Context) {
 		if err := d.repair(ctx, n); err != nil {
 			d.log.Error("restarting a network", "network", n.name, "err", err)
 		}
-	}
-}
-
-func (d *Driver) replugAgain(ctx context.Context, n network) {
-	unlock, err := d.lockNetworks()
-	if err != nil {
-		return
-	}
-	defer unlock()
-	if d.replug(ctx, n) {
-		d.setReplugPending(n.name, false)
 	}
 }
 

@@ -93,6 +93,35 @@ func placeholderMAC(ip netip.Addr) string {
 func dhcpLeases(ctx context.Context, sock string, macs []string) ([]netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	var ips []netip.Addr
+	// A vde_plug can end before its answer: a switch just started, or
+	// busy dropping the port of the plug before, now and then closes a
+	// new one at once. Another plug asks for the rest.
+	for {
+		got, err := plugAsk(ctx, sock, macs[len(ips):], len(ips))
+		ips = append(ips, got...)
+		var ended *plugEnded
+		if err == nil || !errors.As(err, &ended) || ctx.Err() != nil {
+			return ips, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// plugEnded is a vde_plug that ended before the answers it was asked for.
+type plugEnded struct{ stderr string }
+
+func (e *plugEnded) Error() string {
+	if e.stderr == "" {
+		return "vde_plug ended"
+	}
+	return "vde_plug ended: " + e.stderr
+}
+
+// plugAsk plugs one vde_plug into the switch and asks for a lease for
+// each MAC in turn (the first's xid numbered from); it answers those it
+// got before any error.
+func plugAsk(ctx context.Context, sock string, macs []string, from int) (ips []netip.Addr, err error) {
 	cmd := exec.CommandContext(ctx, "vde_plug", sock)
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -107,8 +136,14 @@ func dhcpLeases(ctx context.Context, sock string, macs []string) ([]netip.Addr, 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("vde_plug: %w", err)
 	}
-	defer cmd.Wait()
-	defer in.Close() // vde_plug ends at EOF on stdin
+	defer func() {
+		in.Close() // vde_plug ends at EOF on stdin
+		cmd.Wait() // stderr is complete, and no longer written, after this
+		var ended *plugEnded
+		if errors.As(err, &ended) {
+			ended.stderr = lastLines(strings.TrimSpace(stderr.String()), 3)
+		}
+	}()
 	frames := make(chan []byte, 16)
 	go func() {
 		defer close(frames)
@@ -129,19 +164,15 @@ func dhcpLeases(ctx context.Context, sock string, macs []string) ([]netip.Addr, 
 			}
 		}
 	}()
-	var ips []netip.Addr
 	for i, mac := range macs {
 		hw, err := net.ParseMAC(mac)
 		if err != nil {
-			return nil, err
+			return ips, err
 		}
-		xid := uint32(0x706f6c00 + i)
+		xid := uint32(0x706f6c00 + from + i)
 		ip, err := dhcpAsk(ctx, in, frames, hw, xid)
 		if err != nil {
-			if msg := strings.TrimSpace(stderr.String()); msg != "" {
-				err = fmt.Errorf("%w (vde_plug: %s)", err, lastLines(msg, 3))
-			}
-			return nil, fmt.Errorf("DHCP lease for %s: %w", mac, err)
+			return ips, fmt.Errorf("DHCP lease for %s: %w", mac, err)
 		}
 		ips = append(ips, ip)
 	}
@@ -152,11 +183,12 @@ func dhcpLeases(ctx context.Context, sock string, macs []string) ([]netip.Addr, 
 func dhcpAsk(ctx context.Context, w io.Writer, frames <-chan []byte, hw net.HardwareAddr, xid uint32) (netip.Addr, error) {
 	f := discoverFrame(hw, xid)
 	for {
+		// Writes fail only when vde_plug has gone (a closed pipe).
 		if err := binary.Write(w, binary.BigEndian, uint16(len(f))); err != nil {
-			return netip.Addr{}, err
+			return netip.Addr{}, &plugEnded{}
 		}
 		if _, err := w.Write(f); err != nil {
-			return netip.Addr{}, err
+			return netip.Addr{}, &plugEnded{}
 		}
 		resend := time.After(time.Second) // a slirpvde just started may miss the first
 	wait:
@@ -168,7 +200,7 @@ func dhcpAsk(ctx context.Context, w io.Writer, frames <-chan []byte, hw net.Hard
 				break wait
 			case reply, ok := <-frames:
 				if !ok {
-					return netip.Addr{}, errors.New("vde_plug ended")
+					return netip.Addr{}, &plugEnded{}
 				}
 				if ip, typ, ok := parseDHCPReply(reply, hw, xid); ok {
 					if typ != dhcpOffer {
