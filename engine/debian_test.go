@@ -218,7 +218,7 @@ func TestDebian(t *testing.T) {
 		// The guest has probe 1 installed and sees one repository, served
 		// by the test on the host's loopback (10.0.2.2 from the guest),
 		// with probe 2: the recipe upgrades it and reboots into it.
-		repo := aptRepo(t, debPackage(t, "poligon-probe", "2"))
+		repo := aptRepo(t, debPackage(t, "poligon-probe", "2"), debPackage(t, "poligon-extra", "3"))
 		shOK(t, cs, vmid, "mkdir -p /root/apt-off && mv /etc/apt/sources.list.d/* /etc/apt/sources.list /root/apt-off/ 2>/dev/null; "+
 			"echo 'deb [trusted=yes] http://10.0.2.2:"+repo+"/ ./' > /etc/apt/sources.list")
 		mustOK(t, cs, "vm_file_write", map[string]any{"vmid": vmid, "path": "/root/probe1.deb", "content_base64": base64.StdEncoding.EncodeToString(debPackage(t, "poligon-probe", "1"))})
@@ -231,6 +231,20 @@ func TestDebian(t *testing.T) {
 		got := strings.Fields(shOK(t, cs, vmid, "dpkg-query -W -f '${Version}' poligon-probe; echo; cat /proc/sys/kernel/random/boot_id"))
 		if len(got) != 2 || got[0] != "2" || got[1]+"\n" == boot {
 			t.Fatalf("after update: version and boot id %q, want 2 and not %s", got, boot)
+		}
+		// vm_install (apt-get detached, called again while it runs) on a
+		// real apt, from the same repository.
+		for deadline := time.Now().Add(5 * time.Minute); ; {
+			out = mustOK(t, cs, "vm_install", map[string]any{"vmid": vmid, "packages": "poligon-extra"})
+			if !strings.HasPrefix(out, "still installing") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("vm_install still installing after 5 minutes: %q", out)
+			}
+		}
+		if !strings.Contains(out, "poligon-extra-3.all") {
+			t.Fatalf("vm_install poligon-extra = %q, want its version", out)
 		}
 		shOK(t, cs, vmid, "rm /etc/apt/sources.list; mv /root/apt-off/* /etc/apt/ 2>/dev/null; mv /etc/apt/*.sources /etc/apt/sources.list.d/ 2>/dev/null; true")
 	})
