@@ -87,6 +87,12 @@ module.exports = {
     if (p.session === "auto" && vm.check(`pgrep -u ${p.user} -x '${anySession}' >/dev/null`) !== null) {
       vm.log(`${p.user} is logged in already`);
     } else {
+      // Until the greeter runs, the screen can be a text console (tty1's login prompt, text OCR reads too).
+      const greeter =
+        "pgrep -x 'lightdm-gtk-gre|lightdm-kde-gre|slick-greeter|sddm-greeter' >/dev/null || pgrep -u gdm,Debian-gdm -x gnome-shell >/dev/null";
+      if (vm.check(`for i in $(seq 120); do { ${greeter}; } && exit 0; sleep 1; done; exit 1`, { timeout: 130 }) === null) {
+        vm.log("warning: no greeter process known to this script after 120 s: going on with what the screen shows");
+      }
       waitDrawn(vm, "greeter", 2);
       // lightdm's GTK greeter opens on the password of the selected user (the user list is a combo box): an Enter
       // there would submit an empty password, and the delay after the failure swallows what is typed next. Without
