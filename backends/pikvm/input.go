@@ -299,13 +299,11 @@ func (s *screen) moveTo(ctx context.Context, x, y int) error {
 		url.Values{"to_x": {strconv.Itoa(kx)}, "to_y": {strconv.Itoa(ky)}}, nil, nil)
 }
 
-// place puts the pointer at x, y with both axes set: a one-pixel diagonal
-// step, PointerSettle, then the point. A PiKVM's USB mouse reports both
-// axes, but the guest's kernel drops an absolute axis whose value did not
-// change, so when something in the guest moved the pointer (xdotool, a
-// program warping it), a move to the last one's height sent x alone and
-// the pointer kept the guest's y. After the step both axes change; the
-// pause lets the machine read the step before the point replaces it.
+// place puts the pointer at x, y with both axes set: the step
+// (backends.StepFrom), PointerSettle, then the point. A PiKVM's USB mouse
+// reports both axes, but the guest's kernel still drops one that did not
+// change; the pause lets the machine read the step before the point
+// replaces it.
 func (s *screen) place(ctx context.Context, x, y int) error {
 	if _, _, err := s.checkPoint(ctx, x, y); err != nil {
 		return err
@@ -314,13 +312,7 @@ func (s *screen) place(ctx context.Context, x, y int) error {
 	if err != nil {
 		return err
 	}
-	sx, sy := x+1, y+1
-	if sx >= w {
-		sx = max(x-1, 0)
-	}
-	if sy >= h {
-		sy = max(y-1, 0)
-	}
+	sx, sy := backends.StepFrom(x, y, w, h)
 	if err := s.moveTo(ctx, sx, sy); err != nil {
 		return err
 	}

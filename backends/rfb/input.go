@@ -220,20 +220,11 @@ func pointer(mask uint8, x, y int, pause time.Duration) inputEvent {
 }
 
 // moveTo puts the pointer at (x, y) on a w-wide, h-high screen, both axes
-// set: a one-pixel diagonal step, then the point, each followed by pause.
-// A guest's kernel drops a tablet axis whose value did not change, so when
-// something in the guest moved the pointer (xdotool, a program warping
-// it), a move to the last click's height sent x alone and the pointer kept
-// the guest's y. After the step both axes change. The pause after the step
-// lets the guest read it: QEMU merges pointer reports not yet read.
+// set: the step (backends.StepFrom), then the point, each followed by
+// pause. The pause after the step lets the guest read it: QEMU merges
+// pointer reports not yet read.
 func moveTo(x, y, w, h int, pause time.Duration) []inputEvent {
-	sx, sy := x+1, y+1
-	if sx >= w {
-		sx = x - 1
-	}
-	if sy >= h {
-		sy = y - 1
-	}
+	sx, sy := backends.StepFrom(x, y, w, h)
 	return []inputEvent{pointer(0, sx, sy, backends.PointerSettle), pointer(0, x, y, pause)}
 }
 
