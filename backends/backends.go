@@ -29,12 +29,15 @@ type Backend interface {
 
 // VM is one machine as the tools see it.
 type VM struct {
-	VMID     int
-	Name     string
-	Node     string
-	Status   string // "running", "stopped", "paused", "unknown"
-	Template bool
-	Pool     string // empty where the backend has no pools
+	VMID   int
+	Name   string
+	Node   string
+	Status string // "running", "stopped", "paused", "unknown"
+	// StatusNote says why Status is not live, where it is not (QEMU's
+	// monitor held by another client: the state last seen); empty otherwise.
+	StatusNote string
+	Template   bool
+	Pool       string // empty where the backend has no pools
 }
 
 // Template is a machine that can be cloned.

@@ -293,6 +293,61 @@ func TestToolsOnTiny(t *testing.T) {
 		mustRefuse(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "window": "xterm", "timeout": 1}, "no desktop session")
 	})
 
+	// QEMU serves one QMP client at a time. While the user's own tool holds
+	// the monitor, the console tools (which need none) work, a status read
+	// answers the state last seen and says so, and a snapshot (which needs
+	// the monitor) fails naming the cause. Two servers (two poligon
+	// processes on one state directory) then take turns typing one command.
+	t.Run("a foreign QMP client and a second server", func(t *testing.T) {
+		be, _, err := s.benches[cfg.DefaultBench].Open(ctx, localCaller(cfg).creds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := holdMonitor(t, be.(*qemu.Driver).MonitorSocket(vmid))
+		defer release()
+		mustOK(t, cs, "ui_key", map[string]any{"vmid": vmid, "key": "ctrl-u"})
+		mustOK(t, cs, "ui_type", map[string]any{"vmid": vmid, "text": "echo held"})
+		mustOK(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": 10, "y": 10})
+		mustOK(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
+		if out := mustOK(t, cs, "ui_read", map[string]any{"vmid": vmid}); !strings.Contains(out, "echo held") {
+			t.Fatalf("ui_read while the monitor is held:\n%s", out)
+		}
+		out := mustOK(t, cs, "vm_list_my_vms", nil)
+		if !strings.Contains(out, id+"\ttester-repro-flow\tlocal\trunning\n") || !strings.Contains(out, "note: vmid "+id+" running as last seen") || !strings.Contains(out, "another client holds the VM's QMP monitor") {
+			t.Fatalf("vm_list_my_vms while the monitor is held = %q", out)
+		}
+		if out, _ := call(t, cs, "vm_snapshot", map[string]any{"vmid": vmid, "name": "held", "wait": 50}); !strings.Contains(out, "another client holds QEMU's QMP socket") {
+			t.Fatalf("vm_snapshot while the monitor is held = %q", out)
+		}
+		release()
+		for deadline := time.Now().Add(backendtest.HangGuard); ; time.Sleep(200 * time.Millisecond) {
+			out := mustOK(t, cs, "vm_list_my_vms", nil)
+			if !strings.Contains(out, "note:") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("vm_list_my_vms after the monitor was let go = %q", out)
+			}
+		}
+		mustOK(t, cs, "ui_key", map[string]any{"vmid": vmid, "key": "ctrl-u"})
+
+		cs2 := connect(t, startServer(t, cfg, nil))
+		for i, part := range []string{"echo on", "e-tw", "o > /tmp/shared"} {
+			on := []*mcp.ClientSession{cs, cs2}[i%2]
+			mustOK(t, on, "ui_type", map[string]any{"vmid": vmid, "text": part})
+		}
+		mustOK(t, cs2, "ui_key", map[string]any{"vmid": vmid, "key": "ret"})
+		for deadline := time.Now().Add(backendtest.HangGuard); ; time.Sleep(300 * time.Millisecond) {
+			out := mustOK(t, cs2, "vm_exec", map[string]any{"vmid": vmid, "command": "cat /tmp/shared"})
+			if out == "exit 0\none-two\n" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the command typed by two servers in turn: %q", out)
+			}
+		}
+	})
+
 	t.Run("snapshot and rollback", func(t *testing.T) {
 		mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "echo before > /tmp/state"})
 		mustOK(t, cs, "vm_snapshot", map[string]any{"vmid": vmid, "name": "s1", "wait": 50})

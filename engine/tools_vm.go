@@ -175,10 +175,14 @@ func listMyVMs(ctx context.Context, c *Call, in *noArgs) (*mcp.CallToolResult, e
 	}
 	head := fmt.Sprintf("owner %s: %d VMs named %s*\n", c.Caller.Owner(), len(vms), c.Caller.Prefix())
 	rows := make([][]string, len(vms))
+	var notes strings.Builder
 	for i, vm := range vms {
 		rows[i] = []string{strconv.Itoa(vm.VMID), vm.Name, vm.Node, vm.Status}
+		if vm.StatusNote != "" {
+			fmt.Fprintf(&notes, "note: vmid %d %s %s\n", vm.VMID, vm.Status, vm.StatusNote)
+		}
 	}
-	return text("%s%s", head, tsv(rows)), nil
+	return text("%s%s%s", head, tsv(rows), notes.String()), nil
 }
 
 // taskLine renders a task after a bounded wait.

@@ -9,9 +9,17 @@ import (
 // QEMU's QMP and guest agent sockets serve one client at a time: a second
 // client waits until the first hangs up. So that several poligon processes
 // (a server and a `poligon run`, or a restarted server) can share a VM, a
-// connection is kept only while it is in use and for a moment after, to
-// serve a burst of calls (an exec and its status polls) without redialling.
-const connIdle = 2 * time.Second
+// connection is kept only while it is in use and for its pool's idle time
+// after. The monitor's is closed at once: it opens in a millisecond. The
+// agent's is kept a moment, for the requests of one call (an exec and its
+// status polls, at most 250 ms apart): a client that connects right after
+// another hung up waits ~100 ms for qemu-ga's first answer (measured; 2-4 ms
+// once it has had that long), while a connection kept longer makes the next
+// poligon process wait for all of it.
+const (
+	agentIdle   = 300 * time.Millisecond
+	monitorIdle = 0
+)
 
 // closer is a connection.
 type closer interface{ Close() error }
@@ -19,9 +27,11 @@ type closer interface{ Close() error }
 // conns holds at most one connection per VM.
 type conns[T closer] struct {
 	dial func(ctx context.Context, vmid int) (T, error)
+	idle time.Duration // how long an unused connection is kept
 
-	mu sync.Mutex
-	m  map[int]*conn[T]
+	mu      sync.Mutex
+	m       map[int]*conn[T]
+	dialing map[int]chan struct{} // one dial at a time per VM: a second would queue behind the first on QEMU's socket
 }
 
 type conn[T closer] struct {
@@ -30,8 +40,8 @@ type conn[T closer] struct {
 	timer *time.Timer
 }
 
-func newConns[T closer](dial func(ctx context.Context, vmid int) (T, error)) *conns[T] {
-	return &conns[T]{dial: dial, m: map[int]*conn[T]{}}
+func newConns[T closer](dial func(ctx context.Context, vmid int) (T, error), idle time.Duration) *conns[T] {
+	return &conns[T]{dial: dial, idle: idle, m: map[int]*conn[T]{}, dialing: map[int]chan struct{}{}}
 }
 
 // use runs fn with vmid's connection, dialling it when needed. When broken
@@ -48,35 +58,50 @@ func (p *conns[T]) use(ctx context.Context, vmid int, fn func(T) error, broken f
 }
 
 func (p *conns[T]) acquire(ctx context.Context, vmid int) (*conn[T], error) {
-	p.mu.Lock()
-	if e, ok := p.m[vmid]; ok {
-		e.users++
-		if e.timer != nil {
-			e.timer.Stop()
-			e.timer = nil
-		}
-		p.mu.Unlock()
+	if e := p.reuse(vmid); e != nil {
 		return e, nil
 	}
+	p.mu.Lock()
+	sem, ok := p.dialing[vmid]
+	if !ok {
+		sem = make(chan struct{}, 1)
+		p.dialing[vmid] = sem
+	}
 	p.mu.Unlock()
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-sem }()
+	if e := p.reuse(vmid); e != nil { // dialled while this one waited
+		return e, nil
+	}
 	c, err := p.dial(ctx, vmid)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, ok := p.m[vmid]; ok { // lost a race: use the one there
-		c.Close()
-		e.users++
-		if e.timer != nil {
-			e.timer.Stop()
-			e.timer = nil
-		}
-		return e, nil
-	}
 	e := &conn[T]{c: c, users: 1}
 	p.m[vmid] = e
 	return e, nil
+}
+
+// reuse answers vmid's open connection, counted as used, or nil.
+func (p *conns[T]) reuse(vmid int) *conn[T] {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.m[vmid]
+	if !ok {
+		return nil
+	}
+	e.users++
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+	return e
 }
 
 func (p *conns[T]) release(vmid int, e *conn[T], broken bool) {
@@ -98,7 +123,12 @@ func (p *conns[T]) release(vmid int, e *conn[T], broken bool) {
 		}
 		return
 	}
-	e.timer = time.AfterFunc(connIdle, func() {
+	if p.idle <= 0 {
+		delete(p.m, vmid)
+		e.c.Close()
+		return
+	}
+	e.timer = time.AfterFunc(p.idle, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.m[vmid] == e && e.users == 0 {

@@ -71,6 +71,7 @@ type Driver struct {
 
 	monitors *conns[*qmp.Client]
 	agents   *conns[*qga.Client]
+	states   *runStates // what the monitors last answered
 
 	stopSupervisor func()          // see superviseNetworks
 	replugPending  map[string]bool // networks with a VM not yet on its new switch; under mu
@@ -126,11 +127,12 @@ func New(opts Options) (*Driver, error) {
 		locks:   map[int]*sync.Mutex{},
 		screens: map[int]*rfb.Client{},
 
+		states:        newRunStates(),
 		replugPending: map[string]bool{},
 		leasesPending: map[string]bool{},
 	}
-	d.monitors = newConns(d.dialMonitor)
-	d.agents = newConns(d.dialAgent)
+	d.monitors = newConns(d.dialMonitor, monitorIdle)
+	d.agents = newConns(d.dialAgent, agentIdle)
 	d.stopSupervisor = d.superviseNetworks()
 	return d, nil
 }
@@ -164,6 +166,7 @@ func (d *Driver) Check() []error {
 // Close drops the driver's connections. Running VMs keep running.
 func (d *Driver) Close() error {
 	d.stopSupervisor()
+	d.states.close()
 	d.monitors.closeAll()
 	d.agents.closeAll()
 	d.mu.Lock()
@@ -191,6 +194,7 @@ func (d *Driver) lock(vmid int) *sync.Mutex {
 func (d *Driver) drop(vmid int) {
 	d.monitors.drop(vmid)
 	d.agents.drop(vmid)
+	d.states.forget(vmid)
 	d.dropScreen(vmid)
 }
 

@@ -91,30 +91,9 @@ func (d *Driver) VM(ctx context.Context, vmid int) (backends.VM, error) {
 	if err != nil {
 		return backends.VM{}, err
 	}
-	return backends.VM{VMID: vmid, Name: c.Name, Node: Node, Status: d.status(ctx, vmid)}, nil
-}
-
-// status is running, paused or stopped from the process and its monitor.
-func (d *Driver) status(ctx context.Context, vmid int) string {
-	if !d.alive(vmid) {
-		return "stopped"
-	}
-	// Another poligon process may hold the monitor for a moment.
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var st qmp.Status
-	err := d.monitorDo(qctx, vmid, func(c *qmp.Client) (err error) {
-		st, err = c.QueryStatus(qctx)
-		return err
-	})
-	switch {
-	case err != nil:
-		return "unknown"
-	case st.Running:
-		return "running"
-	default:
-		return "paused"
-	}
+	vm := backends.VM{VMID: vmid, Name: c.Name, Node: Node}
+	vm.Status, vm.StatusNote = d.status(ctx, vmid)
+	return vm, nil
 }
 
 // Clone makes a VM from a template: a qcow2 overlay on the template's disk

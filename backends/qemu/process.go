@@ -3,7 +3,6 @@ package qemu
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/qmp"
 )
 
@@ -188,29 +186,6 @@ func (d *Driver) launch(ctx context.Context, c vmConfig, loadvm string) error {
 
 // monitorWait is how long a started QEMU has to answer on its monitor.
 var monitorWait = 10 * time.Second
-
-// dialMonitor connects to a running VM's QMP socket.
-func (d *Driver) dialMonitor(ctx context.Context, vmid int) (*qmp.Client, error) {
-	if !d.alive(vmid) {
-		return nil, fmt.Errorf("vmid %d: %w", vmid, backends.ErrNotRunning)
-	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	c, err := qmp.Dial(dctx, d.l.qmpSocket(vmid))
-	if err != nil {
-		return nil, fmt.Errorf("vmid %d monitor: %w", vmid, err)
-	}
-	return c, nil
-}
-
-// monitorDo runs fn on the VM's monitor. A failure other than QEMU's own
-// answer drops the connection, so the next call redials.
-func (d *Driver) monitorDo(ctx context.Context, vmid int, fn func(*qmp.Client) error) error {
-	return d.monitors.use(ctx, vmid, fn, func(err error) bool {
-		var qerr *qmp.Error
-		return !errors.As(err, &qerr)
-	})
-}
 
 // kill ends the VM's QEMU: quit over QMP, then SIGKILL, and waits for it.
 func (d *Driver) kill(ctx context.Context, vmid int) error {
