@@ -282,14 +282,16 @@ func TestDebian(t *testing.T) {
 	})
 }
 
-// TestDebianStand builds a two-machine stand of debian guests: a
-// PostgreSQL server with a user, a database and a row, and an application
-// machine that reads the row through {{ip.db}}.
-func TestDebianStand(t *testing.T) {
-	_, cs := debianServer(t)
-	const pgpass = "apppw-not-secret"
-	plan := map[string]any{
-		"name": "shop",
+// standDBPassword is the database password of debianStandPlan: a test's.
+const standDBPassword = "apppw-not-secret"
+
+// debianStandPlan is a two-machine stand of debian guests: a PostgreSQL
+// server with a user, a database and a row, and an application machine
+// that reads the row through {{ip.db}}.
+func debianStandPlan(name string) map[string]any {
+	const pgpass = standDBPassword
+	return map[string]any{
+		"name": name,
 		"machines": []any{
 			map[string]any{"role": "db", "template": "debian", "steps": []any{
 				map[string]any{"exec": `cd /etc/postgresql/*/main && echo "listen_addresses = '*'" >> postgresql.conf && echo "host all all 0.0.0.0/0 scram-sha-256" >> pg_hba.conf`},
@@ -302,6 +304,13 @@ func TestDebianStand(t *testing.T) {
 			}},
 		},
 	}
+}
+
+// TestDebianStand builds debianStandPlan and reads the row inside the
+// application guest.
+func TestDebianStand(t *testing.T) {
+	_, cs := debianServer(t)
+	plan := debianStandPlan("shop")
 	start := time.Now()
 	if out := mustOK(t, cs, "stand_apply", map[string]any{"plan": plan}); !strings.Contains(out, `"status": "running"`) {
 		t.Fatalf("stand_apply = %s", out)
@@ -318,7 +327,7 @@ func TestDebianStand(t *testing.T) {
 		t.Fatalf("addresses: db %q app %q", db.IP, app.IP)
 	}
 	// The row is read inside the application guest, by the test too.
-	out := shOK(t, cs, app.VMID, `PGPASSWORD=`+pgpass+` psql -h `+db.IP+` -U app shop -tAc "SELECT count(*) FROM orders"`)
+	out := shOK(t, cs, app.VMID, `PGPASSWORD=`+standDBPassword+` psql -h `+db.IP+` -U app shop -tAc "SELECT count(*) FROM orders"`)
 	if out != "1\n" {
 		t.Fatalf("the app machine counts %q rows", out)
 	}

@@ -18,7 +18,36 @@ import (
 // client polls stand_status: its p99 is the status latency figure (aim <=
 // 50 ms).
 func BenchmarkStand(b *testing.B) {
-	cfg := perfConfig(b, testvm.DataDir(b), "")
+	n := 0
+	benchStand(b, "", func() any {
+		n++
+		return json.RawMessage(`{"name": "` + fmt.Sprintf("perf%d", n) + `", "machines": [
+			{"role": "a", "template": "tiny", "steps": [{"exec": "echo a > /root/a"}, {"expect": {"command": "cat /root/a", "contains": "a"}}]},
+			{"role": "b", "template": "tiny", "steps": [{"exec": "echo b > /root/b"}, {"expect": {"command": "cat /root/b", "contains": "b"}}]}]}`)
+	})
+}
+
+// BenchmarkDebianStand builds debianStandPlan (a PostgreSQL machine and an
+// application machine that queries it through {{ip.db}}, both debian) and
+// reports the same figures: the application machine boots beside the
+// database and waits only for its address and its row.
+func BenchmarkDebianStand(b *testing.B) {
+	n := 0
+	benchStand(b, "debian", func() any {
+		n++
+		return debianStandPlan(fmt.Sprintf("perfdeb%d", n))
+	})
+}
+
+// benchStand applies the plans next answers, one stand per iteration, on a
+// data directory with the templates named, and reports wall, sum and the
+// stand_status latency.
+func benchStand(b *testing.B, templates string, next func() any) {
+	var more []string
+	if templates != "" {
+		more = append(more, templates)
+	}
+	cfg := perfConfig(b, testvm.DataDir(b, more...), "")
 	s := perfServer(b, cfg)
 	if err := s.LoadScripts(context.Background()); err != nil {
 		b.Fatal(err)
@@ -28,11 +57,12 @@ func BenchmarkStand(b *testing.B) {
 	var status latency.Latencies
 	n := 0
 	for b.Loop() {
-		name := fmt.Sprintf("perf%d", n)
+		plan := next()
+		raw, _ := json.Marshal(plan)
+		var named struct{ Name string }
+		json.Unmarshal(raw, &named)
+		name := named.Name
 		n++
-		plan := json.RawMessage(`{"name": "` + name + `", "machines": [
-			{"role": "a", "template": "tiny", "steps": [{"exec": "echo a > /root/a"}, {"expect": {"command": "cat /root/a", "contains": "a"}}]},
-			{"role": "b", "template": "tiny", "steps": [{"exec": "echo b > /root/b"}, {"expect": {"command": "cat /root/b", "contains": "b"}}]}]}`)
 		perfCall(b, cs, "stand_apply", map[string]any{"plan": plan})
 		var v StandView
 		for {
