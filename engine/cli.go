@@ -109,7 +109,7 @@ func (s *Server) freshVM(ctx context.Context, who *hostapi.Caller, template, scr
 	}
 	name := fmt.Sprintf("run-%s-%d", strings.ReplaceAll(script, "_", "-"), time.Now().Unix()%1000000)
 	say("cloning %s as %s", template, who.VMName(name))
-	res, err := who.Clone(ctx, tid, name, false, "", 50)
+	res, err := who.Clone(ctx, tid, name, false, "", 50*time.Second)
 	if err != nil {
 		return 0, err
 	}
@@ -122,13 +122,13 @@ func (s *Server) freshVM(ctx context.Context, who *hostapi.Caller, template, scr
 	}
 	defer release()
 	say("starting vmid %d", res.VMID)
-	if r, err := v.Start(ctx, 50); err != nil {
+	if r, err := v.Start(ctx, 50*time.Second); err != nil {
 		return res.VMID, err
 	} else if err := r.Err(); err != nil {
 		return res.VMID, err
 	}
 	for i := 0; i < 6; i++ {
-		ok, took, err := v.WaitBoot(ctx, 50)
+		ok, took, err := v.WaitBoot(ctx, 50*time.Second)
 		if err != nil {
 			return res.VMID, err
 		}

@@ -182,6 +182,49 @@ func TestArgumentRefusals(t *testing.T) {
 	mustRefuse(t, cs, "vm_task_wait", map[string]any{"upid": "UPID:local:00000001:00000001:00000001:qmstart:100:x@local:"}, "not found")
 }
 
+// limits.max_wait is the one wait cap: it is what every wait's schema
+// allows (a default above it comes down to it), what the instructions say,
+// and what a call may ask for.
+func TestMaxWaitShapesTheTools(t *testing.T) {
+	cfg := testConfig(t, testvm.ShortTempDir(t))
+	cfg.Limits.MaxWait.Duration = 2 * time.Second
+	_, cs := newServer(t, cfg)
+	if in := cs.InitializeResult().Instructions; !strings.Contains(in, "Waits are capped at 2 s") {
+		t.Errorf("instructions = %q", in)
+	}
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]float64{ // tool, property: maximum (and default)
+		"ui_wait_for":  {"timeout": 2},
+		"vm_wait_boot": {"timeout": 2},
+		"vm_task_wait": {"timeout": 2},
+		"vm_start":     {"wait": 2},
+		"vm_run":       {"wait": 2},
+		"ui_key":       {"settle_ms": 2000},
+	}
+	for _, tool := range res.Tools {
+		for prop, max := range want[tool.Name] {
+			raw, _ := json.Marshal(tool.InputSchema)
+			var sc struct {
+				Properties map[string]struct{ Maximum, Default float64 }
+			}
+			json.Unmarshal(raw, &sc)
+			if p := sc.Properties[prop]; p.Maximum != max || p.Default > max {
+				t.Errorf("%s.%s: maximum %g default %g, want maximum %g", tool.Name, prop, p.Maximum, p.Default, max)
+			}
+			delete(want[tool.Name], prop)
+		}
+	}
+	for tool, props := range want {
+		if len(props) > 0 {
+			t.Errorf("%s: not listed with %v", tool, props)
+		}
+	}
+	mustRefuse(t, cs, "ui_wait_for", map[string]any{"vmid": 100, "timeout": 3}, "timeout must be at most 2 (got 3)")
+}
+
 func TestAuditRedactsTypedText(t *testing.T) {
 	cfg := testConfig(t, testvm.ShortTempDir(t))
 	_, cs := newServer(t, cfg)

@@ -9,19 +9,24 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // An argument struct declares a tool's input with tags, so the schema the
 // client sees and the checks the server makes come from one place:
 //
 //	VMID int     `json:"vmid" desc:"the VM"`                       // required: no omitempty
-//	Wait float64 `json:"wait,omitempty" desc:"..." default:"30" min:"0" max:"50"`
+//	Wait float64 `json:"wait,omitempty" desc:"..." default:"30" min:"0" max:"max_wait"`
 //	Button string `json:"button,omitempty" enum:"left,middle,right" default:"left"`
+//
+// max:"max_wait" (seconds) and max:"max_wait_ms" bound a wait by the
+// server's limits.max_wait, which the schema then shows (and a default
+// above it comes down to it).
 //
 // Supported field types: string, bool, int, float64, *bool (a default of
 // true), map[string]string (free params), json.RawMessage (any object, for
-// the handler to decode). An embedded struct adds its
-// fields: several tools share a group of arguments that way.
+// the handler to decode). An embedded struct adds its fields: several
+// tools share a group of arguments that way.
 
 // param is one property of a tool's input.
 type param struct {
@@ -30,6 +35,7 @@ type param struct {
 	desc     string
 	def      any // nil: no default
 	min, max *float64
+	waitUnit float64 // per second, where max is the server's max_wait (1: seconds, 1000: ms); 0: a fixed max
 	enum     []string
 	required bool
 	raw      bool  // a JSON value the handler decodes itself (json.RawMessage): any object
@@ -89,10 +95,19 @@ func paramsOf(t reflect.Type, prefix []int) []param {
 			p.def = parseDefault(p.kind, d)
 			p.required = false
 		}
+		switch f.Tag.Get("max") {
+		case "max_wait":
+			p.waitUnit = 1
+		case "max_wait_ms":
+			p.waitUnit = 1000
+		}
 		for _, b := range []struct {
 			tag string
 			dst **float64
 		}{{"min", &p.min}, {"max", &p.max}} {
+			if b.tag == "max" && p.waitUnit > 0 {
+				continue
+			}
 			if v, ok := f.Tag.Lookup(b.tag); ok {
 				n, err := strconv.ParseFloat(v, 64)
 				if err != nil {
@@ -107,6 +122,35 @@ func paramsOf(t reflect.Type, prefix []int) []param {
 		params = append(params, p)
 	}
 	return params
+}
+
+// limits are the server's bounds that a tool's input shows.
+type limits struct {
+	maxWait time.Duration // limits.max_wait: the longest any wait of a tool call lasts
+}
+
+// defaultLimits are the config's defaults.
+var defaultLimits = limits{maxWait: 50 * time.Second}
+
+// within answers the spec with its waits bounded by l.maxWait: their
+// maximum, and any default above it.
+func (s spec) within(l limits) spec {
+	out := spec{params: append([]param{}, s.params...)}
+	for i := range out.params {
+		p := &out.params[i]
+		if p.waitUnit == 0 {
+			continue
+		}
+		m := math.Floor(l.maxWait.Seconds() * p.waitUnit)
+		p.max = &m
+		switch d := p.def.(type) {
+		case float64:
+			p.def = min(d, m)
+		case int:
+			p.def = min(d, int(m))
+		}
+	}
+	return out
 }
 
 func parseDefault(kind, v string) any {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -143,7 +144,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "poligon", Version: Version}, &mcp.ServerOptions{
-		Instructions: instructions,
+		Instructions: instructions(s.limits()),
 		// The SDK narrates every session at info: keep its warnings only.
 		Logger: slog.New(quieter{log.Handler(), slog.LevelWarn}),
 		// Tools with list_changed (scripts come and go); no MCP logging.
@@ -153,10 +154,26 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
-const instructions = `poligon gives you disposable VMs to reproduce bugs on. Clone a template (vm_list_templates, vm_clone), ` +
-	`start it (vm_start, vm_wait_boot), run commands (vm_exec, vm_run for long ones), drive its screen (ui_screenshot, ` +
-	`ui_type, ui_key, ui_click) and destroy it when done (vm_destroy). Only VMs named <owner>-repro-* are yours. ` +
-	`Waits are capped at 50 s: when an answer says "call again" or names a upid, call again.`
+// instructions is what the server tells every client about itself.
+func instructions(l limits) string {
+	return `poligon gives you disposable VMs to reproduce bugs on. Clone a template (vm_list_templates, vm_clone), ` +
+		`start it (vm_start, vm_wait_boot), run commands (vm_exec, vm_run for long ones), drive its screen (ui_screenshot, ` +
+		`ui_type, ui_key, ui_click) and destroy it when done (vm_destroy). Only VMs named <owner>-repro-* are yours. ` +
+		fmt.Sprintf(`Waits are capped at %s: when an answer says "call again" or names a upid, call again.`, secondsText(l.maxWait))
+}
+
+// limits are the bounds the server's tools show (limits.max_wait).
+func (s *Server) limits() limits {
+	if s.cfg.Limits.MaxWait.Duration > 0 {
+		return limits{maxWait: s.cfg.Limits.MaxWait.Duration}
+	}
+	return defaultLimits
+}
+
+// secondsText renders a duration as the schemas count it: "50 s", "2.5 s".
+func secondsText(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
+}
 
 // hasPhysical reports whether a bench of the config is a physical machine.
 func hasPhysical(cfg *config.Config) bool {

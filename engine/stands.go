@@ -38,7 +38,7 @@ const standForget = 24 * time.Hour
 const (
 	standAgentWait = 180 * time.Second // the guest agent after start (the manual's)
 	standIPWait    = 60 * time.Second  // a global IPv4 after the agent answers
-	standTaskWait  = 600               // seconds: clone, start, snapshot tasks
+	standTaskWait  = 600 * time.Second // clone, start, snapshot tasks
 )
 
 // Why a build stopped early.
@@ -693,7 +693,7 @@ func (mb *machineBuild) boot(ctx context.Context, vmid int) (string, error) {
 			return "", fmt.Errorf("start: %w", err)
 		}
 	}
-	ok, _, err := v.WaitBoot(ctx, standAgentWait.Seconds())
+	ok, _, err := v.WaitBoot(ctx, standAgentWait)
 	if err != nil {
 		return "", err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -35,6 +36,9 @@ type Tool struct {
 	// NoBench: the tool lists benches or storages and opens none, so it
 	// needs no bench's credential (Call.Caller is nil).
 	NoBench bool
+	// bound, where set, renders Schema and Decode within the server's
+	// limits (its waits up to max_wait); newTool's tools have it.
+	bound func(limits)
 }
 
 // Call is one tool call: the caller on the bench and the decoded
@@ -65,18 +69,22 @@ var benchParam = param{name: "bench", kind: "string", desc: "which bench (stand)
 // newTool builds a tool from a typed handler: In is the argument struct
 // whose tags declare the input (see schema.go).
 func newTool[In any](name, desc string, ann mcp.ToolAnnotations, handle func(ctx context.Context, c *Call, in *In) (*mcp.CallToolResult, error)) *Tool {
-	sp := specOf(reflect.TypeFor[In]())
-	shown := spec{params: append(append([]param{}, sp.params...), benchParam)}
+	declared := specOf(reflect.TypeFor[In]())
 	t := &Tool{
-		Name: name, Description: desc, Annotations: ann, Schema: shown.schema(),
-		Decode: func(raw json.RawMessage) (any, error) {
-			in := new(In)
-			return in, sp.decode(raw, in)
-		},
+		Name: name, Description: desc, Annotations: ann,
 		Handle: func(ctx context.Context, c *Call) (*mcp.CallToolResult, error) {
 			return handle(ctx, c, c.Args.(*In))
 		},
 	}
+	t.bound = func(l limits) {
+		sp := declared.within(l)
+		t.Schema = spec{params: append(append([]param{}, sp.params...), benchParam)}.schema()
+		t.Decode = func(raw json.RawMessage) (any, error) {
+			in := new(In)
+			return in, sp.decode(raw, in)
+		}
+	}
+	t.bound(defaultLimits)
 	if _, ok := reflect.TypeFor[In]().FieldByName("VMID"); ok {
 		t.VMID = func(args any) int { return int(reflect.ValueOf(args).Elem().FieldByName("VMID").Int()) }
 	}
@@ -188,3 +196,6 @@ func titled(ann mcp.ToolAnnotations, title string) mcp.ToolAnnotations {
 	ann.Title = title
 	return ann
 }
+
+// secs is a tool argument's seconds as a duration (hostapi's unit).
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -25,7 +25,7 @@ type execArgs struct {
 type runArgs struct {
 	VMID    int     `json:"vmid" min:"1"`
 	Command string  `json:"command" desc:"the same command again keeps waiting"`
-	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait" default:"45" min:"0" max:"50"`
+	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait" default:"45" min:"0" max:"max_wait"`
 	Restart bool    `json:"restart,omitempty" desc:"run it again though a run of it finished" default:"false"`
 }
 
@@ -34,7 +34,7 @@ type execGUIArgs struct {
 	Command    string  `json:"command" desc:"e.g. gedit /etc/hosts"`
 	User       string  `json:"user,omitempty" desc:"the desktop user" default:"test"`
 	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after it, once settled" default:"false"`
-	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for it to settle" default:"5000" min:"0" max:"50000"`
+	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for it to settle" default:"5000" min:"0" max:"max_wait_ms"`
 	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot" min:"0" max:"1"`
 	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait for a window whose title or class contains this"`
 }
@@ -110,7 +110,7 @@ func execTool(ctx context.Context, c *Call, in *execArgs) (*mcp.CallToolResult, 
 
 func runTool(ctx context.Context, c *Call, in *runArgs) (*mcp.CallToolResult, error) {
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
-		st, err := v.Run(ctx, in.Command, in.Wait, in.Restart)
+		st, err := v.Run(ctx, in.Command, secs(in.Wait), in.Restart)
 		if err != nil {
 			return nil, err
 		}

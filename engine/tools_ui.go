@@ -26,7 +26,7 @@ type waitForArgs struct {
 	VMID       int     `json:"vmid" min:"1"`
 	Window     string  `json:"window,omitempty" desc:"part of a window's title or class; leave out to wait for a still screen"`
 	Gone       bool    `json:"gone,omitempty" desc:"wait until the window is gone" default:"false"`
-	Timeout    float64 `json:"timeout,omitempty" desc:"seconds" default:"20" min:"0" max:"50"`
+	Timeout    float64 `json:"timeout,omitempty" desc:"seconds" default:"20" min:"0" max:"max_wait"`
 	User       string  `json:"user,omitempty" desc:"whose X session to look in" default:"test"`
 	Screenshot bool    `json:"screenshot,omitempty" desc:"add a screenshot" default:"false"`
 	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot" min:"0" max:"1"`
@@ -36,7 +36,7 @@ type waitForArgs struct {
 // screen after its action.
 type afterArgs struct {
 	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after it, once settled" default:"false"`
-	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for it to settle" default:"3000" min:"0" max:"50000"`
+	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for it to settle" default:"3000" min:"0" max:"max_wait_ms"`
 	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot" min:"0" max:"1"`
 	WaitWindow string  `json:"wait_window,omitempty" desc:"with screenshot: wait for a window whose title or class contains this"`
 }

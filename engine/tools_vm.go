@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,12 +30,12 @@ type vmArgs struct {
 
 type waitArgs struct {
 	VMID int     `json:"vmid" min:"1"`
-	Wait float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"50"`
+	Wait float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"max_wait"`
 }
 
 type taskWaitArgs struct {
 	UPID    string  `json:"upid" desc:"the task id an answer named (upid=...)"`
-	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait" default:"50" min:"0" max:"50"`
+	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait" default:"50" min:"0" max:"max_wait"`
 }
 
 type cloneArgs struct {
@@ -42,24 +43,24 @@ type cloneArgs struct {
 	Name         string  `json:"name,omitempty" desc:"becomes <owner>-repro-<name>; default: the template's name"`
 	Full         bool    `json:"full,omitempty" desc:"a full copy, or a linked clone" default:"true"`
 	Pool         string  `json:"pool,omitempty" desc:"when you have several (Proxmox)"`
-	Wait         float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"50"`
+	Wait         float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"max_wait"`
 }
 
 type waitBootArgs struct {
 	VMID    int     `json:"vmid" min:"1"`
-	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait for the guest agent" default:"50" min:"0" max:"50"`
+	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait for the guest agent" default:"50" min:"0" max:"max_wait"`
 }
 
 type snapshotArgs struct {
 	VMID int     `json:"vmid" min:"1"`
 	Name string  `json:"name" desc:"a letter, then letters, digits, _ or -"`
-	Wait float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"50"`
+	Wait float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"max_wait"`
 }
 
 type destroyArgs struct {
 	VMID    int     `json:"vmid" min:"1"`
 	Confirm bool    `json:"confirm" desc:"must be true: the VM and its disks are gone for good"`
-	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"50"`
+	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait" default:"30" min:"0" max:"max_wait"`
 }
 
 func vmTools() []*Tool {
@@ -197,7 +198,7 @@ func taskLine(r hostapi.TaskResult) string {
 }
 
 func taskWait(ctx context.Context, c *Call, in *taskWaitArgs) (*mcp.CallToolResult, error) {
-	r, err := c.Caller.WaitTask(ctx, in.UPID, in.Timeout)
+	r, err := c.Caller.WaitTask(ctx, in.UPID, secs(in.Timeout))
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +224,7 @@ func clone(ctx context.Context, c *Call, in *cloneArgs) (*mcp.CallToolResult, er
 			}
 		}
 	}
-	res, err := c.Caller.Clone(ctx, in.TemplateVMID, name, in.Full, in.Pool, in.Wait)
+	res, err := c.Caller.Clone(ctx, in.TemplateVMID, name, in.Full, in.Pool, secs(in.Wait))
 	if err != nil {
 		return nil, err
 	}
@@ -263,19 +264,19 @@ func taskAnswer(vmid int, r hostapi.TaskResult, err error, done string) (*mcp.Ca
 }
 
 // lifecycle makes the handler of a start/stop tool.
-func lifecycle(done string, op func(*hostapi.VM, context.Context, float64) (hostapi.TaskResult, error)) func(context.Context, *Call, *waitArgs) (*mcp.CallToolResult, error) {
+func lifecycle(done string, op func(*hostapi.VM, context.Context, time.Duration) (hostapi.TaskResult, error)) func(context.Context, *Call, *waitArgs) (*mcp.CallToolResult, error) {
 	return func(ctx context.Context, c *Call, in *waitArgs) (*mcp.CallToolResult, error) {
 		return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
-			r, err := op(v, ctx, in.Wait)
+			r, err := op(v, ctx, secs(in.Wait))
 			return taskAnswer(in.VMID, r, err, done)
 		})
 	}
 }
 
-func snapshot(done string, op func(*hostapi.VM, context.Context, string, float64) (hostapi.TaskResult, error)) func(context.Context, *Call, *snapshotArgs) (*mcp.CallToolResult, error) {
+func snapshot(done string, op func(*hostapi.VM, context.Context, string, time.Duration) (hostapi.TaskResult, error)) func(context.Context, *Call, *snapshotArgs) (*mcp.CallToolResult, error) {
 	return func(ctx context.Context, c *Call, in *snapshotArgs) (*mcp.CallToolResult, error) {
 		return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
-			r, err := op(v, ctx, in.Name, in.Wait)
+			r, err := op(v, ctx, in.Name, secs(in.Wait))
 			return taskAnswer(in.VMID, r, err, fmt.Sprintf(done, in.Name))
 		})
 	}
@@ -283,7 +284,7 @@ func snapshot(done string, op func(*hostapi.VM, context.Context, string, float64
 
 func waitBoot(ctx context.Context, c *Call, in *waitBootArgs) (*mcp.CallToolResult, error) {
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
-		ok, elapsed, err := v.WaitBoot(ctx, in.Timeout)
+		ok, elapsed, err := v.WaitBoot(ctx, secs(in.Timeout))
 		if err != nil {
 			return nil, err
 		}
@@ -299,7 +300,7 @@ func destroy(ctx context.Context, c *Call, in *destroyArgs) (*mcp.CallToolResult
 		return nil, hostapi.Failf("call again with confirm=true if you mean it", "vm_destroy needs confirm=true: the VM and its disks are gone for good")
 	}
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
-		r, err := v.Destroy(ctx, in.Wait)
+		r, err := v.Destroy(ctx, secs(in.Wait))
 		return taskAnswer(in.VMID, r, err, v.Info().Name+" destroyed")
 	})
 }

@@ -61,6 +61,9 @@ func (s *Server) offers(family string) bool {
 func (s *Server) addBuiltinTools() {
 	for _, t := range builtinTools() {
 		if s.offers(toolsetOf(t.Name)) {
+			if t.bound != nil {
+				t.bound(s.limits())
+			}
 			s.AddTool(t)
 		}
 	}

@@ -218,11 +218,12 @@ func (c *Caller) LockVM(ctx context.Context, vmid int) (*VM, func(), error) {
 	return &VM{c: c, info: vm}, release, nil
 }
 
-// clampWait turns a requested wait in seconds into a duration: 0 means do
-// not wait; a tool call's wait is capped at MaxWait (MCP clients drop a
-// call at about a minute), a script's is bounded by its run alone.
-func (c *Caller) clampWait(seconds float64) time.Duration {
-	d := max(0, time.Duration(seconds*float64(time.Second)))
+// clampWait is the one owner of the wait cap: 0 means do not wait; a tool
+// call's wait is capped at MaxWait (MCP clients drop a call at about a
+// minute), a script's is bounded by its run alone (its waits are its own:
+// a login waits minutes for a greeter, reporting progress as it goes).
+func (c *Caller) clampWait(d time.Duration) time.Duration {
+	d = max(0, d)
 	if c.scriptRun {
 		return d
 	}

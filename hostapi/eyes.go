@@ -334,6 +334,7 @@ func (v *VM) WaitText(ctx context.Context, label string, timeout time.Duration) 
 	if err != nil {
 		return TextWait{}, err
 	}
+	timeout = v.c.clampWait(timeout)
 	start := time.Now()
 	deadline := start.Add(timeout)
 	var last Reading

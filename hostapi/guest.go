@@ -189,10 +189,10 @@ var runScript string
 const runDir = "/var/tmp/poligon-run"
 
 // Run starts a long command detached, or picks up the run of the same
-// command, and waits up to wait seconds (at most MaxWait in a tool call). A
+// command, and waits up to wait (at most MaxWait in a tool call). A
 // finished run is reported, not repeated, unless restart is set. An agent
 // that stops answering (the command rebooted the guest) is waited for.
-func (v *VM) Run(ctx context.Context, command string, wait float64, restart bool) (RunState, error) {
+func (v *VM) Run(ctx context.Context, command string, wait time.Duration, restart bool) (RunState, error) {
 	sum := sha256.Sum256([]byte(command))
 	dir := runDir + "/" + hex.EncodeToString(sum[:8])
 	b64 := base64.StdEncoding.EncodeToString([]byte(command))
@@ -315,10 +315,10 @@ func (v *VM) fileError(err error, path string) error {
 	return wrap(err, "check the path with vm_exec (ls -l)", "%s", path)
 }
 
-// WaitBoot waits until the guest agent answers, at most timeout seconds
-// (capped at MaxWait in a tool call). It answers whether it did and how
+// WaitBoot waits until the guest agent answers, at most timeout (capped
+// at MaxWait in a tool call). It answers whether it did and how
 // long it took.
-func (v *VM) WaitBoot(ctx context.Context, timeout float64) (bool, time.Duration, error) {
+func (v *VM) WaitBoot(ctx context.Context, timeout time.Duration) (bool, time.Duration, error) {
 	limit := v.c.clampWait(timeout)
 	g, err := v.guest()
 	if err != nil {

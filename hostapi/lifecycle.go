@@ -83,7 +83,7 @@ type CloneResult struct {
 // Clone clones a template as <owner>-repro-<name> and waits up to wait for
 // the copy. A name already taken answers the existing VM instead of a
 // second clone.
-func (c *Caller) Clone(ctx context.Context, template int, name string, full bool, pool string, wait float64) (CloneResult, error) {
+func (c *Caller) Clone(ctx context.Context, template int, name string, full bool, pool string, wait time.Duration) (CloneResult, error) {
 	return c.CloneVM(ctx, CloneSpec{Template: template, Name: name, Full: full, Pool: pool, Wait: wait})
 }
 
@@ -95,7 +95,7 @@ type CloneSpec struct {
 	Full     bool
 	Pool     string
 	Network  string
-	Wait     float64
+	Wait     time.Duration
 }
 
 // CloneVM is Clone with every option.
@@ -171,9 +171,9 @@ func (c *Caller) pickPool(pool string) (string, error) {
 	}
 }
 
-// WaitTask waits up to wait seconds (capped at MaxWait) for a task the
+// WaitTask waits up to wait (capped at MaxWait) for a task the
 // caller names: one of a VM of theirs.
-func (c *Caller) WaitTask(ctx context.Context, upid string, wait float64) (TaskResult, error) {
+func (c *Caller) WaitTask(ctx context.Context, upid string, wait time.Duration) (TaskResult, error) {
 	tasks, err := backends.As[backends.Tasks](c.be, "tasks")
 	if err != nil {
 		return TaskResult{}, err
@@ -185,7 +185,7 @@ func (c *Caller) WaitTask(ctx context.Context, upid string, wait float64) (TaskR
 }
 
 // waitTask waits for a task this caller started.
-func (c *Caller) waitTask(ctx context.Context, upid string, wait float64) (TaskResult, error) {
+func (c *Caller) waitTask(ctx context.Context, upid string, wait time.Duration) (TaskResult, error) {
 	tasks, err := backends.As[backends.Tasks](c.be, "tasks")
 	if err != nil {
 		return TaskResult{}, err
@@ -251,7 +251,7 @@ func (c *Caller) reportWhile(ctx context.Context, what string, total time.Durati
 
 // task runs a VM lifecycle operation under the VM's lock and waits up to
 // wait seconds for it.
-func (v *VM) task(ctx context.Context, wait float64, what string, op func(backends.Lifecycle) (backends.Task, error)) (TaskResult, error) {
+func (v *VM) task(ctx context.Context, wait time.Duration, what string, op func(backends.Lifecycle) (backends.Task, error)) (TaskResult, error) {
 	lc, err := v.c.lifecycle()
 	if err != nil {
 		return TaskResult{}, err
@@ -264,17 +264,17 @@ func (v *VM) task(ctx context.Context, wait float64, what string, op func(backen
 }
 
 // Start boots the VM.
-func (v *VM) Start(ctx context.Context, wait float64) (TaskResult, error) {
+func (v *VM) Start(ctx context.Context, wait time.Duration) (TaskResult, error) {
 	return v.task(ctx, wait, "start", func(lc backends.Lifecycle) (backends.Task, error) { return lc.Start(ctx, v.info.VMID) })
 }
 
 // Stop powers the VM off.
-func (v *VM) Stop(ctx context.Context, wait float64) (TaskResult, error) {
+func (v *VM) Stop(ctx context.Context, wait time.Duration) (TaskResult, error) {
 	return v.task(ctx, wait, "stop", func(lc backends.Lifecycle) (backends.Task, error) { return lc.Stop(ctx, v.info.VMID) })
 }
 
 // Destroy removes the VM and its disks.
-func (v *VM) Destroy(ctx context.Context, wait float64) (TaskResult, error) {
+func (v *VM) Destroy(ctx context.Context, wait time.Duration) (TaskResult, error) {
 	return v.task(ctx, wait, "destroy", func(lc backends.Lifecycle) (backends.Task, error) { return lc.Destroy(ctx, v.info.VMID) })
 }
 
@@ -292,7 +292,7 @@ func (v *VM) Snapshots(ctx context.Context) ([]string, error) {
 }
 
 // Snapshot saves the VM's state under name.
-func (v *VM) Snapshot(ctx context.Context, name string, wait float64) (TaskResult, error) {
+func (v *VM) Snapshot(ctx context.Context, name string, wait time.Duration) (TaskResult, error) {
 	sn, err := backends.As[backends.Snapshots](v.c.be, "snapshots")
 	if err != nil {
 		return TaskResult{}, err
@@ -301,7 +301,7 @@ func (v *VM) Snapshot(ctx context.Context, name string, wait float64) (TaskResul
 }
 
 // Rollback restores a snapshot and starts the VM.
-func (v *VM) Rollback(ctx context.Context, name string, wait float64) (TaskResult, error) {
+func (v *VM) Rollback(ctx context.Context, name string, wait time.Duration) (TaskResult, error) {
 	sn, err := backends.As[backends.Snapshots](v.c.be, "snapshots")
 	if err != nil {
 		return TaskResult{}, err

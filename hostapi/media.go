@@ -3,6 +3,7 @@ package hostapi
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/poligon/poligon/backends"
 )
@@ -58,7 +59,7 @@ func (c *Caller) CreateFromISO(ctx context.Context, req ISOVM) (CloneResult, err
 	if vm, err := c.be.(backends.Lifecycle).VM(ctx, vmid); err == nil {
 		res.Node = vm.Node
 	}
-	res.Task, err = c.waitTask(ctx, task.ID, 30)
+	res.Task, err = c.waitTask(ctx, task.ID, 30*time.Second)
 	return res, err
 }
 

@@ -296,11 +296,11 @@ func TestWaitCaps(t *testing.T) {
 	be.HoldTasks("qmstart") // the start never ends until the test says
 	tool := alice(t, ctx, env, be)
 	v, _ := lock(t, ctx, tool, 106)
-	res, err := v.Start(ctx, 600)
+	res, err := v.Start(ctx, 600*time.Second)
 	if err != nil || res.Done || res.UPID == "" {
 		t.Fatalf("a start that outlives its wait = %+v, %v", res, err)
 	}
-	res, err = tool.WaitTask(ctx, res.UPID, 600)
+	res, err = tool.WaitTask(ctx, res.UPID, 600*time.Second)
 	if err != nil || res.Done {
 		t.Fatalf("WaitTask of a task still running = %+v, %v", res, err)
 	}
@@ -319,7 +319,7 @@ func TestWaitCaps(t *testing.T) {
 	gate := be.Gate("WaitTask")
 	done := make(chan hostapi.TaskResult, 1)
 	go func() {
-		res, err := script.WaitTask(ctx, res.UPID, 600)
+		res, err := script.WaitTask(ctx, res.UPID, 600*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
@@ -342,7 +342,7 @@ func TestWaitCaps(t *testing.T) {
 	be.SetAgent(101, false)
 	v, _ = lock(t, ctx, tool, 101)
 	be.ResetCalls()
-	booted, _, err := v.WaitBoot(ctx, 600)
+	booted, _, err := v.WaitBoot(ctx, 600*time.Second)
 	if err != nil || booted {
 		t.Fatalf("WaitBoot without an agent = %v, %v", booted, err)
 	}
@@ -366,7 +366,7 @@ func TestWaitCaps(t *testing.T) {
 		}
 		defer release()
 		be.SetAgent(105, false)
-		booted, _, err := sv.WaitBoot(ctx, 600)
+		booted, _, err := sv.WaitBoot(ctx, 600*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
@@ -457,5 +457,41 @@ func TestAgentRetries(t *testing.T) {
 	}
 	if got := methods(be.Calls()); !slices.Equal(got, []string{"GuestPing 106", "ReadFile 101"}) {
 		t.Fatalf("calls on a stopped VM: %q, want each sent once", got)
+	}
+}
+
+// TestScreenWaitCaps: the screen waits obey the one wait cap too. On a
+// screen that never changes, a tool call's WaitChange, WaitStill and
+// WaitWindow asked for 10 minutes end at MaxWait; a script's WaitChange
+// waits the whole second it asked for.
+func TestScreenWaitCaps(t *testing.T) {
+	be, env, ctx := bench(t)
+	be.SetExec(func(int, backends.ExecRequest) backends.ExecStatus {
+		return backends.ExecStatus{Exited: true, Stdout: []byte("pm apt-get\n")} // windows.sh: no window
+	})
+	tool := alice(t, ctx, env, be)
+	v, release := lock(t, ctx, tool, 101)
+	for name, wait := range map[string]func() (time.Duration, error){
+		"WaitChange": func() (time.Duration, error) { s, err := v.WaitChange(ctx, 10*time.Minute); return s.Elapsed, err },
+		"WaitStill": func() (time.Duration, error) {
+			s, err := v.WaitStill(ctx, 10*time.Minute, 10*time.Minute)
+			return s.Elapsed, err
+		},
+		"WaitWindow": func() (time.Duration, error) {
+			w, err := v.WaitWindow(ctx, "Firefox", false, "test", 10*time.Minute)
+			return w.Elapsed, err
+		},
+	} {
+		// Only the cap ends these before their 10 minutes (and the test's
+		// own guard before that).
+		if took, err := wait(); err != nil || took > backendtest.HangGuard/2 {
+			t.Errorf("a tool call's %s of 10 minutes took %v, %v", name, took, err)
+		}
+	}
+	release()
+	script := alice(t, ctx, env, be).ForScript()
+	sv, _ := lock(t, ctx, script, 101)
+	if s, err := sv.WaitChange(ctx, time.Second); err != nil || s.OK || s.Elapsed < time.Second {
+		t.Errorf("a script's WaitChange of 1 s on a still screen = %+v after %v, %v", s.OK, s.Elapsed, err)
 	}
 }

@@ -367,6 +367,7 @@ func (v *VM) WaitChange(ctx context.Context, timeout time.Duration) (Settle, err
 // done sees the frame, how long the screen has been stable, and whether it
 // has changed since the watch began.
 func (v *VM) watch(ctx context.Context, timeout time.Duration, done func(f Frame, stable time.Duration, changed bool) bool) (Settle, error) {
+	timeout = v.c.clampWait(timeout)
 	start := time.Now()
 	first, err := v.Shot(ctx)
 	if err != nil {

@@ -73,7 +73,9 @@ func kvmdConsole(t testing.TB, period time.Duration) (*hostapi.VM, *kvmdtest.Ser
 	}
 	be := backendtest.New("pikvm")
 	be.AddVM(backends.VM{VMID: 1, Name: "alice-repro-kvm", Status: "running"})
-	env := &hostapi.Env{Locks: hostapi.NewLocks(""), MaxWait: maxWait, BusyWait: busyWait}
+	// The screen waits are capped at MaxWait: these tests wait for screens,
+	// not for the cap (TestScreenWaitCaps).
+	env := &hostapi.Env{Locks: hostapi.NewLocks(""), MaxWait: time.Minute, BusyWait: busyWait}
 	c, err := hostapi.NewCaller(ctx, env, "alice", "bench:kvm", kvmdBench{be, kvm})
 	if err != nil {
 		t.Fatal(err)

@@ -96,18 +96,13 @@ func decode[T any](name string, raw json.RawMessage) (T, error) {
 	return v, nil
 }
 
-// seconds answers a script's time option in seconds, or the call's
-// default (calls.Defaults) when the script left it out (0).
-func seconds(call, option string, v float64) float64 {
-	if v > 0 {
-		return v
-	}
-	return calls.DefaultSeconds(call, option).Seconds()
-}
-
-// duration is seconds as a time.Duration.
+// duration answers a script's time option (seconds, as scripts write it),
+// or the call's default (calls.Defaults) when the script left it out (0).
 func duration(call, option string, v float64) time.Duration {
-	return time.Duration(seconds(call, option, v) * float64(time.Second))
+	if v > 0 {
+		return time.Duration(v * float64(time.Second))
+	}
+	return calls.DefaultSeconds(call, option)
 }
 
 func wait(ok bool, d time.Duration) calls.WaitAnswer {
@@ -145,7 +140,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		st, err := h.VM.Run(ctx, a.Command, seconds(calls.RunDetached, "wait", a.Wait), a.Restart)
+		st, err := h.VM.Run(ctx, a.Command, duration(calls.RunDetached, "wait", a.Wait), a.Restart)
 		return calls.RunAnswer{State: st.State, Exit: st.Exit, Seconds: st.Elapsed.Seconds(), Tail: st.Tail}, err
 	},
 	calls.ReadFile: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -174,7 +169,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		ok, d, err := h.VM.WaitBoot(ctx, seconds(calls.WaitBoot, "timeout", a.Timeout))
+		ok, d, err := h.VM.WaitBoot(ctx, duration(calls.WaitBoot, "timeout", a.Timeout))
 		return wait(ok, d), err
 	},
 	calls.ExecGUI: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -317,28 +312,28 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Start(ctx, seconds(calls.Start, "wait", a.Wait)))
+		return finished(h.VM.Start(ctx, duration(calls.Start, "wait", a.Wait)))
 	},
 	calls.Stop: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.PowerArgs](calls.Stop, raw)
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Stop(ctx, seconds(calls.Stop, "wait", a.Wait)))
+		return finished(h.VM.Stop(ctx, duration(calls.Stop, "wait", a.Wait)))
 	},
 	calls.Snapshot: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.SnapshotArgs](calls.Snapshot, raw)
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Snapshot(ctx, a.Name, seconds(calls.Snapshot, "wait", a.Wait)))
+		return finished(h.VM.Snapshot(ctx, a.Name, duration(calls.Snapshot, "wait", a.Wait)))
 	},
 	calls.Rollback: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.SnapshotArgs](calls.Rollback, raw)
 		if err != nil {
 			return nil, err
 		}
-		return finished(h.VM.Rollback(ctx, a.Name, seconds(calls.Rollback, "wait", a.Wait)))
+		return finished(h.VM.Rollback(ctx, a.Name, duration(calls.Rollback, "wait", a.Wait)))
 	},
 	calls.SaveShot: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.SaveShotArgs](calls.SaveShot, raw)

@@ -134,6 +134,7 @@ func (v *VM) WaitWindow(ctx context.Context, pattern string, gone bool, user str
 	if pattern == "" {
 		return WindowWait{}, Failf("pass a substring of the window's title, class or class name", "window is empty")
 	}
+	timeout = v.c.clampWait(timeout)
 	start := time.Now() // a timeout of 0 looks once
 	deadline := start.Add(timeout)
 	var res WindowWait

@@ -79,8 +79,9 @@ type CheckAnswer struct {
 	ExecAnswer
 }
 
-// RunArgs starts (or picks up) a long detached command. Wait default 45,
-// at most 50; Restart runs a finished command again.
+// RunArgs starts (or picks up) a long detached command. Wait default 45 (a
+// script's waits are not capped by max_wait); Restart runs a finished
+// command again.
 type RunArgs struct {
 	Command string  `json:"command"`
 	Wait    float64 `json:"wait,omitempty"`

@@ -15,7 +15,7 @@ type ExpectOpts struct {
 
 // RunOpts are the options of Run.
 type RunOpts struct {
-	Wait    float64 // seconds to wait for it; default 45, at most 50
+	Wait    float64 // seconds to wait for it; default 45
 	Restart bool    // run a finished command again
 }
 
