@@ -353,6 +353,21 @@ func (h *hinted) Error() string { return h.err.Error() }
 func (h *hinted) Unwrap() error { return h.err }
 func (h *hinted) Hint() string  { return h.hint }
 
+// Failure is an error told in its own words: Text is what the user reads
+// (the operation named, secrets scrubbed from the cause's own text), Err
+// the cause that errors.Is and errors.As still see, Advice its hint. The
+// remote backends' transport failures (network, TLS, an answer that does
+// not decode) are Failures.
+type Failure struct {
+	Text   string
+	Advice string
+	Err    error
+}
+
+func (e *Failure) Error() string { return e.Text }
+func (e *Failure) Unwrap() error { return e.Err }
+func (e *Failure) Hint() string  { return e.Advice }
+
 // HintOf answers the first hint in err's chain, or "".
 func HintOf(err error) string {
 	var h Hinted

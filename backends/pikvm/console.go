@@ -227,9 +227,9 @@ func (s *screen) snapshot(ctx context.Context, opened time.Time) ([]byte, int, i
 		}
 		if len(data) < 3 || data[0] != 0xff || data[1] != 0xd8 || data[2] != 0xff {
 			head := data[:min(len(data), 8)]
-			return nil, 0, 0, &callError{
-				text: fmt.Sprintf("pikvm: %s: the answer is not a JPEG (%d bytes, %s, starting % x)", op, len(data), resp.Header.Get("Content-Type"), head),
-				hint: "this kvmd sends another format (GL.iNet's fork sends H.264 labelled image/jpeg): this backend needs PiKVM's kvmd with uStreamer's JPEG snapshots",
+			return nil, 0, 0, &backends.Failure{
+				Text:   fmt.Sprintf("pikvm: %s: the answer is not a JPEG (%d bytes, %s, starting % x)", op, len(data), resp.Header.Get("Content-Type"), head),
+				Advice: "this kvmd sends another format (GL.iNet's fork sends H.264 labelled image/jpeg): this backend needs PiKVM's kvmd with uStreamer's JPEG snapshots",
 			}
 		}
 		w, _ := strconv.Atoi(resp.Header.Get("X-UStreamer-Width"))

@@ -304,18 +304,6 @@ func (e *APIError) Unwrap() []error {
 // Hint says what to do about the answer (backends.Hinted).
 func (e *APIError) Hint() string { return e.hint }
 
-// callError is any failure that is not kvmd's answer (network, TLS, a
-// context ending, an answer that does not decode); its text is scrubbed.
-type callError struct {
-	text string
-	hint string
-	err  error
-}
-
-func (e *callError) Error() string { return e.text }
-func (e *callError) Unwrap() error { return e.err }
-func (e *callError) Hint() string  { return e.hint }
-
 const hintNetwork = "the PiKVM did not answer: check that it is powered and reachable from this host (ping it, open its web UI)"
 
 // wrapErr makes a transport failure clear: a pin mismatch or an untrusted
@@ -323,7 +311,7 @@ const hintNetwork = "the PiKVM did not answer: check that it is powered and reac
 func (b *Bench) wrapErr(op string, err error) error {
 	var pe *PinError
 	if errors.As(err, &pe) {
-		return &callError{err: pe, hint: pe.Hint(), text: b.scrub("pikvm: " + op + ": " + pe.Error())}
+		return &backends.Failure{Err: pe, Advice: pe.Hint(), Text: b.scrub("pikvm: " + op + ": " + pe.Error())}
 	}
 	if cp, leaf := certProblem(err); cp != nil {
 		text := fmt.Sprintf("pikvm: %s: the TLS certificate of %s is not trusted (checked against %s): %v", op, b.host, b.trust, cp)
@@ -332,7 +320,7 @@ func (b *Bench) wrapErr(op string, err error) error {
 			text += fmt.Sprintf("; it presented SHA-256 %s", fingerprintStart(sha256Sum(leaf.Raw)))
 			hint += ": compare the fingerprint with the one the device shows (openssl x509 -noout -fingerprint -sha256 -in /etc/kvmd/nginx/ssl/server.crt)"
 		}
-		return &callError{err: err, hint: hint, text: b.scrub(text)}
+		return &backends.Failure{Err: err, Advice: hint, Text: b.scrub(text)}
 	}
 	var ae *APIError
 	if errors.As(err, &ae) {
@@ -342,7 +330,7 @@ func (b *Bench) wrapErr(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		hint = ""
 	}
-	return &callError{err: err, hint: hint, text: b.scrub(fmt.Sprintf("pikvm: %s: %v", op, err))}
+	return &backends.Failure{Err: err, Advice: hint, Text: b.scrub(fmt.Sprintf("pikvm: %s: %v", op, err))}
 }
 
 // apiError reads kvmd's error answer and says what to do about it.

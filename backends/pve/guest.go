@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/backends/qga"
 )
 
 // Limits of PVE's agent endpoints.
@@ -290,21 +290,12 @@ func (b *Backend) Interfaces(ctx context.Context, vmid int) ([]backends.Interfac
 	if err != nil {
 		return nil, err
 	}
-	out := make([]backends.Interface, 0, len(ans.Result))
-	for _, r := range ans.Result {
-		iface := backends.Interface{Name: r.Name, MAC: r.HWAddr}
+	ifs := make([]qga.Interface, len(ans.Result))
+	for i, r := range ans.Result {
+		ifs[i] = qga.Interface{Name: r.Name, HardwareAddress: r.HWAddr}
 		for _, a := range r.IPAddresses {
-			ip := net.ParseIP(a.Address)
-			if ip == nil {
-				continue
-			}
-			bits := 128
-			if ip4 := ip.To4(); ip4 != nil && a.Type != "ipv6" {
-				ip, bits = ip4, 32
-			}
-			iface.Addresses = append(iface.Addresses, net.IPNet{IP: ip, Mask: net.CIDRMask(int(a.Prefix), bits)})
+			ifs[i].IPAddresses = append(ifs[i].IPAddresses, qga.IPAddress{Type: a.Type, Address: a.Address, Prefix: int(a.Prefix)})
 		}
-		out = append(out, iface)
 	}
-	return out, nil
+	return qga.Backend(ifs), nil
 }

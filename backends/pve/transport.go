@@ -321,19 +321,6 @@ func certProblem(err error) error {
 	return nil
 }
 
-// callError is any failure of a call that is not PVE's answer (network,
-// TLS, a context ending, an answer that does not decode). Its text is
-// scrubbed of the secret.
-type callError struct {
-	text string
-	hint string
-	err  error
-}
-
-func (e *callError) Error() string { return e.text }
-func (e *callError) Unwrap() error { return e.err }
-func (e *callError) Hint() string  { return e.hint }
-
 // wrap names the operation that failed and makes the error clear: PVE's
 // answer as it is, a certificate problem with what was trusted, anything
 // else scrubbed of the secret.
@@ -346,10 +333,10 @@ func (b *Backend) wrap(op string, err error) error {
 		return fmt.Errorf("pve: %s: %w", op, ae)
 	}
 	if cp := certProblem(err); cp != nil {
-		return &callError{err: err, hint: hintTLS, text: b.scrub(fmt.Sprintf(
+		return &backends.Failure{Err: err, Advice: hintTLS, Text: b.scrub(fmt.Sprintf(
 			"pve: %s: the TLS certificate of %s is not trusted (checked against %s): %v", op, b.host, b.tls.source, cp))}
 	}
-	return &callError{err: err, text: b.scrub(fmt.Sprintf("pve: %s: %v", op, err))}
+	return &backends.Failure{Err: err, Text: b.scrub(fmt.Sprintf("pve: %s: %v", op, err))}
 }
 
 // scrub removes the token secret from a text, wherever it came from.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/poligon/poligon/backends"
@@ -113,21 +112,5 @@ func (d *Driver) Interfaces(ctx context.Context, vmid int) ([]backends.Interface
 	if err != nil {
 		return nil, err
 	}
-	out := make([]backends.Interface, 0, len(ifs))
-	for _, i := range ifs {
-		bi := backends.Interface{Name: i.Name, MAC: i.HardwareAddress}
-		for _, a := range i.IPAddresses {
-			ip := net.ParseIP(a.Address)
-			if ip == nil {
-				continue
-			}
-			bits := 128
-			if ip.To4() != nil {
-				ip, bits = ip.To4(), 32
-			}
-			bi.Addresses = append(bi.Addresses, net.IPNet{IP: ip, Mask: net.CIDRMask(a.Prefix, bits)})
-		}
-		out = append(out, bi)
-	}
-	return out, nil
+	return qga.Backend(ifs), nil
 }

@@ -25,23 +25,9 @@ const (
 	monitorBusyWait = 5 * time.Second
 )
 
-// monitorHeldError is a monitor that did not greet in time: another client
+// errMonitorHeld is a monitor that did not greet in time: another client
 // holds it.
-type monitorHeldError struct {
-	vmid int
-	sock string
-	err  error
-}
-
-func (e *monitorHeldError) Error() string {
-	return fmt.Sprintf("vmid %d monitor: another client holds QEMU's QMP socket (%v)", e.vmid, e.err)
-}
-
-func (e *monitorHeldError) Unwrap() error { return e.err }
-
-func (e *monitorHeldError) Hint() string {
-	return fmt.Sprintf("QEMU serves one QMP client at a time: a second poligon process lets go of %s within a moment; a QMP tool of your own must disconnect before poligon can snapshot, eject or resize this VM", e.sock)
-}
+var errMonitorHeld = errors.New("another client holds QEMU's QMP socket")
 
 // dialMonitor connects to a running VM's QMP socket.
 func (d *Driver) dialMonitor(ctx context.Context, vmid int) (*qmp.Client, error) {
@@ -59,7 +45,8 @@ func (d *Driver) dialMonitor(ctx context.Context, vmid int) (*qmp.Client, error)
 	// (EAGAIN) QEMU's accept queue is full of clients queued behind the one
 	// it serves.
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.EAGAIN) {
-		return nil, &monitorHeldError{vmid: vmid, sock: sock, err: err}
+		return nil, backends.WithHint(fmt.Errorf("vmid %d monitor: %w (%v)", vmid, errMonitorHeld, err),
+			"QEMU serves one QMP client at a time: a second poligon process lets go of "+sock+" within a moment; a QMP tool of your own must disconnect before poligon can snapshot, eject or resize this VM")
 	}
 	return nil, fmt.Errorf("vmid %d monitor: %w", vmid, err)
 }
@@ -132,11 +119,10 @@ func (d *Driver) status(ctx context.Context, vmid int) (string, string) {
 			return err
 		})
 		cancel()
-		var he *monitorHeldError
 		switch {
 		case err == nil:
 			return r.record(vmid, st), ""
-		case !errors.As(err, &he) || ctx.Err() != nil: // not held, or the caller's own end
+		case !errors.Is(err, errMonitorHeld) || ctx.Err() != nil: // not held, or the caller's own end
 			return "unknown", ""
 		}
 		d.watchHeld(vmid)

@@ -23,9 +23,9 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/backends/internal/deadline"
 )
 
 // ErrNoAgent means nothing answered on the agent channel before the context
@@ -123,31 +123,8 @@ func (c *Client) withLock(ctx context.Context, command string, f func() error) e
 	if c.broken != nil {
 		return fmt.Errorf("qga %s: %w (%v)", command, ErrClosed, c.broken)
 	}
-	defer c.applyContext(ctx)()
+	defer deadline.Bind(ctx, c.conn, deadline.Both)()
 	return f()
-}
-
-// applyContext makes the connection's I/O end at ctx's deadline, or at once
-// when ctx is cancelled; the returned func undoes it.
-func (c *Client) applyContext(ctx context.Context) (undo func()) {
-	deadline, _ := ctx.Deadline()
-	c.conn.SetDeadline(deadline)
-	var mu sync.Mutex
-	done := false
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			c.conn.SetDeadline(time.Unix(1, 0))
-		}
-	})
-	return func() {
-		stop()
-		mu.Lock()
-		done = true
-		mu.Unlock()
-		c.conn.SetDeadline(time.Time{})
-	}
 }
 
 // execute sends one command and reads its reply; the caller holds the lock.

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/poligon/poligon/backends/internal/deadline"
 )
 
 // ErrClosed is returned by calls on a client whose connection is closed:
@@ -115,15 +117,12 @@ func NewClient(ctx context.Context, conn net.Conn) (*Client, error) {
 }
 
 func (c *Client) readGreeting(ctx context.Context) error {
-	deadline, _ := ctx.Deadline()
-	c.conn.SetReadDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { c.conn.SetReadDeadline(time.Unix(1, 0)) })
+	unbind := deadline.Bind(ctx, c.conn, deadline.Read)
 	var greeting message
 	err := c.dec.Decode(&greeting)
-	if !stop() || ctx.Err() != nil {
+	if unbind() {
 		return fmt.Errorf("qmp: waiting for the greeting: %w", ctx.Err())
 	}
-	c.conn.SetReadDeadline(time.Time{})
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return fmt.Errorf("qmp: waiting for the greeting: %w", context.DeadlineExceeded)
@@ -231,23 +230,9 @@ func (c *Client) Execute(ctx context.Context, command string, args, result any) 
 
 // write sends b, giving up at ctx's deadline or cancellation.
 func (c *Client) write(ctx context.Context, b []byte) error {
-	deadline, _ := ctx.Deadline()
-	c.conn.SetWriteDeadline(deadline)
-	var mu sync.Mutex
-	finished := false
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !finished {
-			c.conn.SetWriteDeadline(time.Unix(1, 0))
-		}
-	})
+	unbind := deadline.Bind(ctx, c.conn, deadline.Write)
 	_, err := c.conn.Write(b)
-	stop()
-	mu.Lock()
-	finished = true
-	mu.Unlock()
-	c.conn.SetWriteDeadline(time.Time{})
+	unbind()
 	return err
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/backends/internal/deadline"
 )
 
 var _ backends.Screen = (*Client)(nil)
@@ -190,11 +191,9 @@ func (c *Client) dial(ctx context.Context) (*link, *decoder, error) {
 	if c.cfg.PasswordFunc != nil {
 		password = c.cfg.PasswordFunc()
 	}
-	deadline, _ := ctx.Deadline()
-	_ = conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	unbind := deadline.Bind(ctx, conn, deadline.Both)
 	s, dec, err := c.setup(conn, password)
-	stop()
+	unbind()
 	if err != nil {
 		_ = conn.Close()
 		if ctx.Err() != nil && !errors.Is(err, ErrAuth) {
@@ -202,7 +201,6 @@ func (c *Client) dial(ctx context.Context) (*link, *decoder, error) {
 		}
 		return nil, nil, err
 	}
-	_ = conn.SetDeadline(time.Time{})
 	return s, dec, nil
 }
 
