@@ -336,10 +336,7 @@ func (c *Config) applyEnv(env func(string) string) {
 	set("POLIGON_LOG_LEVEL", &c.LogLevel)
 	set("POLIGON_LOG_FORMAT", &c.LogFormat)
 	set("POLIGON_MCP_DUMP", &c.Dump)
-	if v := env("POLIGON_MCP_LOG_PAYLOAD"); v != "" {
-		c.LogPayload = v == "1" || v == "true"
-		c.Source["POLIGON_MCP_LOG_PAYLOAD"] = "env"
-	}
+	c.envBool(env, "POLIGON_MCP_LOG_PAYLOAD", &c.LogPayload)
 	set("POLIGON_ACCEL", &c.Accel)
 	set("POLIGON_MCP_BIND", &c.Server.Bind)
 	set("POLIGON_DEFAULT_BENCH", &c.DefaultBench)
@@ -387,19 +384,8 @@ func (c *Config) applyModelEnv(env func(string) string) {
 	set("PV_AI_PLAN_OPTIONS", &c.Planner.Options)
 	set("POLIGON_OCR_LANGUAGES", &c.OCR.Languages)
 	set("POLIGON_MCP_EVENTS", &c.Events.Dir)
-	flag := func(name string, dst *bool) {
-		switch env(name) {
-		case "":
-		case "1", "true", "yes":
-			*dst = true
-			c.Source[name] = "env"
-		default:
-			*dst = false
-			c.Source[name] = "env"
-		}
-	}
-	flag("POLIGON_MCP_SEE_ALWAYS", &c.Vision.SeeAlways)
-	flag("POLIGON_MCP_EVENT_SAMPLES", &c.Events.Samples)
+	c.envBool(env, "POLIGON_MCP_SEE_ALWAYS", &c.Vision.SeeAlways)
+	c.envBool(env, "POLIGON_MCP_EVENT_SAMPLES", &c.Events.Samples)
 	if v := env("POLIGON_MCP_EVENTS_MAX_MB"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
@@ -416,6 +402,25 @@ func (c *Config) applyModelEnv(env func(string) string) {
 // decodeEnvArray reads the JSON array of variable name into out. A key out
 // does not know is refused by name, as the file's unknown keys are: dropped
 // silently, a pin_sha256 or an allow would not do what its operator wrote.
+// envBool is the one reading of a boolean variable: 1, true, yes or on, or
+// 0, false, no or off, in any case; unset leaves the setting as the file
+// has it, and anything else is a problem naming the variable (the setting
+// stays as it was).
+func (c *Config) envBool(env func(string) string, name string, dst *bool) {
+	switch v := env(name); strings.ToLower(strings.TrimSpace(v)) {
+	case "":
+		return
+	case "1", "true", "yes", "on":
+		*dst = true
+	case "0", "false", "no", "off":
+		*dst = false
+	default:
+		c.envProblems = append(c.envProblems, fmt.Errorf("%s=%q is not a boolean: say 1, true, yes or on, or 0, false, no or off", name, v))
+		return
+	}
+	c.Source[name] = "env"
+}
+
 func decodeEnvArray(name, v string, out any, shape string) error {
 	dec := json.NewDecoder(strings.NewReader(v))
 	dec.DisallowUnknownFields()
@@ -468,10 +473,7 @@ func (c *Config) applyBenchEnv(env func(string) string) {
 		c.Storages = append(c.Storages, st...)
 		c.Source["POLIGON_MCP_STORAGES"] = "env"
 	}
-	if v := env("POLIGON_DRY_RUN"); v == "1" || v == "true" {
-		c.DryRun = true
-		c.Source["POLIGON_DRY_RUN"] = "env"
-	}
+	c.envBool(env, "POLIGON_DRY_RUN", &c.DryRun)
 	common := Secret(env("POLIGON_MCP_COMMON_KEY"))
 	for i := range c.Benches {
 		b := &c.Benches[i]

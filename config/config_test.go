@@ -410,3 +410,29 @@ max_building = -2
 		}
 	}
 }
+
+// Every boolean variable is read one way: 1/true/yes/on and 0/false/no/off
+// in any case, anything else a problem naming the variable; a variable can
+// switch off what the file switched on.
+func TestBooleanVariables(t *testing.T) {
+	file := "[vision]\nsee_always = true\n"
+	for _, tc := range []struct {
+		v       string
+		want    bool
+		problem bool
+	}{{"1", true, false}, {"on", true, false}, {"YES", true, false}, {"True", true, false},
+		{"0", false, false}, {"off", false, false}, {"No", false, false}, {"false", false, false},
+		{"", true, false}, {"maybe", true, true}, {"2", true, true}} {
+		c, problems := load(t, file, map[string]string{"POLIGON_MCP_SEE_ALWAYS": tc.v, "POLIGON_DRY_RUN": tc.v})
+		named := false
+		for _, p := range problems {
+			named = named || strings.Contains(p.Error(), `POLIGON_MCP_SEE_ALWAYS="`+tc.v+`" is not a boolean`)
+		}
+		if named != tc.problem || c.Vision.SeeAlways != tc.want {
+			t.Errorf("%q: see_always %v, problems %v", tc.v, c.Vision.SeeAlways, problems)
+		}
+		if dry := tc.want && tc.v != ""; c.DryRun != (dry && !tc.problem) {
+			t.Errorf("POLIGON_DRY_RUN=%q: dry run %v", tc.v, c.DryRun)
+		}
+	}
+}
