@@ -64,7 +64,7 @@ func (t *Tool) def() *mcp.Tool {
 }
 
 // benchParam is the argument every tool takes.
-var benchParam = param{name: "bench", kind: "string", desc: "which bench (stand) to run on; default: the server's default bench"}
+var benchParam = param{name: "bench", kind: "string", desc: "which bench to run on (bench_status lists them); default: the server's default bench"}
 
 // newTool builds a tool from a typed handler: In is the argument struct
 // whose tags declare the input (see schema.go).
