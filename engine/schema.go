@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/poligon/poligon/hostapi/calls"
 )
 
 // An argument struct declares a tool's input with tags, so the schema the
@@ -19,7 +21,10 @@ import (
 //	Wait float64 `json:"wait,omitempty" desc:"..." default:"30" min:"0" max:"max_wait"`
 //	Button string `json:"button,omitempty" enum:"left,middle,right" default:"left"`
 //
-// max:"max_wait" (seconds) and max:"max_wait_ms" bound a wait by the
+// call:"exec timeout" takes the default of a host call's option from
+// calls.Defaults, for a tool that mirrors the call: one table, shown alike
+// to agents and scripts. max:"max_wait" (seconds) and max:"max_wait_ms"
+// bound a wait by the
 // server's limits.max_wait, which the schema then shows (and a default
 // above it comes down to it).
 //
@@ -93,6 +98,14 @@ func paramsOf(t reflect.Type, prefix []int) []param {
 		}
 		if d, ok := f.Tag.Lookup("default"); ok {
 			p.def = parseDefault(p.kind, d)
+			p.required = false
+		}
+		if c, ok := f.Tag.Lookup("call"); ok { // the host call's default (calls.Defaults)
+			call, option, _ := strings.Cut(c, " ")
+			if p.def != nil {
+				panic(fmt.Sprintf("%s.%s: a default and a call's default", t, f.Name))
+			}
+			p.def = parseDefault(p.kind, fmt.Sprint(calls.Default(call, option)))
 			p.required = false
 		}
 		switch f.Tag.Get("max") {

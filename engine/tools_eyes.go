@@ -36,8 +36,8 @@ type clickLabelArgs struct {
 	VMID   int    `json:"vmid" min:"1"`
 	Label  string `json:"label" desc:"the text it shows (fuzzy, case-folded; Cyrillic and Latin look-alikes match)"`
 	Kind   string `json:"kind,omitempty" desc:"narrow the match (icon skips OCR)" enum:"button,link,field,checkbox,radio,tab,menu,menuitem,list item,icon,text,window,other"`
-	Button string `json:"button,omitempty" default:"left" enum:"left,middle,right"`
-	Count  int    `json:"count,omitempty" desc:"2: a double click" default:"1" min:"1" max:"3"`
+	Button string `json:"button,omitempty" call:"mouse.clickLabel button" enum:"left,middle,right"`
+	Count  int    `json:"count,omitempty" desc:"2: a double click" call:"mouse.clickLabel count" min:"1" max:"3"`
 	Frame  string `json:"frame,omitempty" desc:"the frame: line you aimed from; refused if the target changed since"`
 	Image  bool   `json:"image,omitempty" desc:"with screenshot: add the image to the element list" default:"false"`
 	afterArgs

@@ -19,20 +19,20 @@ import (
 type execArgs struct {
 	VMID    int    `json:"vmid" min:"1"`
 	Command string `json:"command" desc:"run as root by /bin/sh, umask 022, in the guest's locale (prefix LC_ALL=C for English)"`
-	Timeout int    `json:"timeout,omitempty" desc:"seconds it may run; longer: vm_run" default:"120" min:"1" max:"3600"`
+	Timeout int    `json:"timeout,omitempty" desc:"seconds it may run; longer: vm_run" call:"exec timeout" min:"1" max:"3600"`
 }
 
 type runArgs struct {
 	VMID    int     `json:"vmid" min:"1"`
 	Command string  `json:"command" desc:"the same command again keeps waiting"`
-	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait" default:"45" min:"0" max:"max_wait"`
+	Wait    float64 `json:"wait,omitempty" desc:"seconds to wait" call:"run wait" min:"0" max:"max_wait"`
 	Restart bool    `json:"restart,omitempty" desc:"run it again though a run of it finished" default:"false"`
 }
 
 type execGUIArgs struct {
 	VMID       int     `json:"vmid" min:"1"`
 	Command    string  `json:"command" desc:"e.g. gedit /etc/hosts"`
-	User       string  `json:"user,omitempty" desc:"the desktop user" default:"test"`
+	User       string  `json:"user,omitempty" desc:"the desktop user" call:"execGui user"`
 	Screenshot bool    `json:"screenshot,omitempty" desc:"answer with the screen after it, once settled" default:"false"`
 	SettleMs   int     `json:"settle_ms,omitempty" desc:"the longest wait for it to settle" default:"5000" min:"0" max:"max_wait_ms"`
 	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot" min:"0" max:"1"`
@@ -42,8 +42,8 @@ type execGUIArgs struct {
 type fileReadArgs struct {
 	VMID     int    `json:"vmid" min:"1"`
 	Path     string `json:"path" desc:"absolute, in the guest"`
-	Offset   int    `json:"offset,omitempty" desc:"continue a truncated read" default:"0" min:"0"`
-	MaxBytes int    `json:"max_bytes,omitempty" default:"16384" min:"1" max:"1048576"`
+	Offset   int    `json:"offset,omitempty" desc:"continue a truncated read" call:"file.read offset" min:"0"`
+	MaxBytes int    `json:"max_bytes,omitempty" call:"file.read max" min:"1" max:"1048576"`
 }
 
 type fileWriteArgs struct {

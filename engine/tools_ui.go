@@ -26,7 +26,7 @@ type waitForArgs struct {
 	VMID       int     `json:"vmid" min:"1"`
 	Window     string  `json:"window,omitempty" desc:"part of a window's title or class; leave out to wait for a still screen"`
 	Gone       bool    `json:"gone,omitempty" desc:"wait until the window is gone" default:"false"`
-	Timeout    float64 `json:"timeout,omitempty" desc:"seconds" default:"20" min:"0" max:"max_wait"`
+	Timeout    float64 `json:"timeout,omitempty" desc:"seconds" call:"screen.waitWindow timeout" min:"0" max:"max_wait"`
 	User       string  `json:"user,omitempty" desc:"whose X session to look in" default:"test"`
 	Screenshot bool    `json:"screenshot,omitempty" desc:"add a screenshot" default:"false"`
 	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot" min:"0" max:"1"`
@@ -45,8 +45,8 @@ type clickArgs struct {
 	VMID   int    `json:"vmid" min:"1"`
 	X      int    `json:"x" desc:"full-size console pixels" min:"0"`
 	Y      int    `json:"y" min:"0"`
-	Button string `json:"button,omitempty" default:"left" enum:"left,middle,right"`
-	Count  int    `json:"count,omitempty" desc:"2: a double click" default:"1" min:"1" max:"3"`
+	Button string `json:"button,omitempty" call:"mouse.click button" enum:"left,middle,right"`
+	Count  int    `json:"count,omitempty" desc:"2: a double click" call:"mouse.click count" min:"1" max:"3"`
 	Frame  string `json:"frame,omitempty" desc:"the frame: line you aimed from; refused if the screen changed near x,y since"`
 	afterArgs
 }

@@ -48,7 +48,7 @@ type cloneArgs struct {
 
 type waitBootArgs struct {
 	VMID    int     `json:"vmid" min:"1"`
-	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait for the guest agent" default:"50" min:"0" max:"max_wait"`
+	Timeout float64 `json:"timeout,omitempty" desc:"seconds to wait for the guest agent" call:"waitBoot timeout" min:"0" max:"max_wait"`
 }
 
 type snapshotArgs struct {

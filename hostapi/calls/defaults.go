@@ -41,6 +41,10 @@ func lookup(call, option string) any {
 	return v
 }
 
+// Default answers an option's default as the table holds it (an int or a
+// string): the MCP tools that mirror a call show it as theirs.
+func Default(call, option string) any { return lookup(call, option) }
+
 // DefaultSeconds answers a time option's default as a duration.
 func DefaultSeconds(call, option string) time.Duration {
 	return time.Duration(lookup(call, option).(int)) * time.Second
