@@ -46,6 +46,7 @@ func screens(t testing.TB) *image.RGBA {
 func eyes(t testing.TB, fake *visiontest.Server) (*backendtest.Backend, *hostapi.VM, context.Context) {
 	t.Helper()
 	be, env, ctx := bench(t)
+	env.MaxWait = time.Minute // these tests read screens; the cap is TestScreenWaitCaps'
 	env.Eyes = &hostapi.Eyes{OCR: sharedReader(t)}
 	if fake != nil {
 		c, err := vision.New(vision.Endpoint{Purpose: "vision", URL: fake.ChatURL(), Model: "holo", Coords: "permille"}, vision.Options{})

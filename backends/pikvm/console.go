@@ -6,12 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"image"
-	"image/draw"
-	"image/jpeg"
 	"io"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/backends/internal/fastjpeg"
 )
 
 // streamerWarmup is how long after opening the stream a 503 snapshot means
@@ -172,7 +170,7 @@ func (s *screen) frame(ctx context.Context) (*image.RGBA, []byte, time.Time, err
 		return nil, nil, time.Time{}, err
 	}
 	if s.img == nil || !bytes.Equal(data, s.jpeg) {
-		img, block, err := decodeJPEG(data)
+		img, block, err := fastjpeg.Decode(data)
 		if err != nil {
 			return nil, nil, time.Time{}, s.b.wrapErr("snapshot", fmt.Errorf("the JPEG does not decode: %w", err))
 		}
@@ -246,45 +244,6 @@ func (s *screen) FrameBlock() image.Point {
 		return image.Pt(16, 16)
 	}
 	return s.block
-}
-
-// decodeJPEG decodes a snapshot and answers its MCU: 8x8 pixels, wider or
-// taller where the chroma is subsampled.
-func decodeJPEG(data []byte) (*image.RGBA, image.Point, error) {
-	src, err := jpeg.Decode(bytes.NewReader(data))
-	if err != nil {
-		return nil, image.Point{}, err
-	}
-	block := image.Pt(8, 8)
-	if y, ok := src.(*image.YCbCr); ok {
-		switch y.SubsampleRatio {
-		case image.YCbCrSubsampleRatio422:
-			block = image.Pt(16, 8)
-		case image.YCbCrSubsampleRatio420:
-			block = image.Pt(16, 16)
-		case image.YCbCrSubsampleRatio440:
-			block = image.Pt(8, 16)
-		case image.YCbCrSubsampleRatio411:
-			block = image.Pt(32, 8)
-		case image.YCbCrSubsampleRatio410:
-			block = image.Pt(32, 16)
-		}
-	}
-	bounds := src.Bounds()
-	img := image.NewRGBA(image.Rect(0, 0, bounds.Dx(), bounds.Dy()))
-	// The YCbCr to RGBA conversion is a third of the decoding: in bands,
-	// on every core.
-	n := min(runtime.GOMAXPROCS(0), 4)
-	band := (img.Rect.Dy() + n - 1) / n
-	var wg sync.WaitGroup
-	for y := 0; y < img.Rect.Dy(); y += band {
-		wg.Go(func() {
-			r := image.Rect(0, y, img.Rect.Dx(), min(y+band, img.Rect.Dy()))
-			draw.Draw(img, r, src, bounds.Min.Add(r.Min), draw.Src)
-		})
-	}
-	wg.Wait()
-	return img, block, nil
 }
 
 // size answers the real frame's size, fetching a frame when none was seen.

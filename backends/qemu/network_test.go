@@ -401,6 +401,11 @@ func TestStandNetworkSlirpKilled(t *testing.T) {
 	slirp, _ := n.slirpPid()
 	syscall.Kill(slirp, syscall.SIGKILL)
 	restarted(t, n.slirpPid, slirp, "slirpvde")
+	t.Cleanup(func() {
+		if t.Failed() {
+			netDiagnosis(t, d, n, vmids)
+		}
+	})
 	fetch(t, d, a, "http://10.0.2.2:"+port+"/", "page-from-host")
 
 	c, cips := bootVMs(t, d, []string{"x-repro-sk-c"}, []string{"stand-s"})
