@@ -313,10 +313,10 @@ func TestToolsOnTiny(t *testing.T) {
 			t.Fatalf("ui_read while the monitor is held:\n%s", out)
 		}
 		out := mustOK(t, cs, "vm_list_my_vms", nil)
-		if !strings.Contains(out, id+"\ttester-repro-flow\tlocal\trunning\n") || !strings.Contains(out, "note: vmid "+id+" running as last seen") || !strings.Contains(out, "another client holds the VM's QMP monitor") {
+		if !strings.Contains(out, id+"\ttester-repro-flow\tlocal\trunning\n") || !strings.Contains(out, "note: vmid "+id+" running as last seen") || !strings.Contains(out, "the VM's QMP monitor does not answer (another client holds it)") {
 			t.Fatalf("vm_list_my_vms while the monitor is held = %q", out)
 		}
-		if out, _ := call(t, cs, "vm_snapshot", map[string]any{"vmid": vmid, "name": "held", "wait": 50}); !strings.Contains(out, "another client holds QEMU's QMP socket") {
+		if out, _ := call(t, cs, "vm_snapshot", map[string]any{"vmid": vmid, "name": "held", "wait": 50}); !strings.Contains(out, "QEMU's QMP socket did not answer: another client holds it") {
 			t.Fatalf("vm_snapshot while the monitor is held = %q", out)
 		}
 		release()

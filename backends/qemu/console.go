@@ -95,7 +95,3 @@ func (d *Driver) Screendump(ctx context.Context, vmid int) (image.Image, error) 
 	defer f.Close()
 	return png.Decode(f)
 }
-
-// MonitorSocket is the path of the VM's QMP socket, for a user's own QMP
-// tool (QEMU serves one client on it at a time).
-func (d *Driver) MonitorSocket(vmid int) string { return d.l.qmpSocket(vmid) }

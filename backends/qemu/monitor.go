@@ -26,8 +26,12 @@ const (
 )
 
 // errMonitorHeld is a monitor that did not greet in time: another client
-// holds it.
-var errMonitorHeld = errors.New("another client holds QEMU's QMP socket")
+// holds it (or, rarely, QEMU is too busy to greet).
+var errMonitorHeld = errors.New("QEMU's QMP socket did not answer: another client holds it")
+
+// MonitorSocket is the path of the VM's QMP socket, for a user's own QMP
+// tool (QEMU serves one client on it at a time).
+func (d *Driver) MonitorSocket(vmid int) string { return d.l.qmpSocket(vmid) }
 
 // dialMonitor connects to a running VM's QMP socket.
 func (d *Driver) dialMonitor(ctx context.Context, vmid int) (*qmp.Client, error) {
@@ -130,9 +134,9 @@ func (d *Driver) status(ctx context.Context, vmid int) (string, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.seen[vmid]; ok {
-		return s.status, fmt.Sprintf("as last seen %s ago: another client holds the VM's QMP monitor", time.Since(s.at).Round(time.Second))
+		return s.status, fmt.Sprintf("as last seen %s ago: the VM's QMP monitor does not answer (another client holds it)", time.Since(s.at).Round(time.Second))
 	}
-	return "running", "not asked: another client holds the VM's QMP monitor (QEMU runs)"
+	return "running", "not asked: the VM's QMP monitor does not answer (another client holds it); its QEMU runs"
 }
 
 // watchHeld waits, in the background, for the monitor another client holds:
