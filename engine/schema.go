@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/poligon/poligon/hostapi"
 	"github.com/poligon/poligon/hostapi/calls"
 )
 
@@ -24,9 +25,8 @@ import (
 // call:"exec timeout" takes the default of a host call's option from
 // calls.Defaults, for a tool that mirrors the call: one table, shown alike
 // to agents and scripts. max:"max_wait" (seconds) and max:"max_wait_ms"
-// bound a wait by the
-// server's limits.max_wait, which the schema then shows (and a default
-// above it comes down to it).
+// bound a wait by the server's limits.max_wait, which the schema then
+// shows (and a default above it comes down to it).
 //
 // Supported field types: string, bool, int, float64, *bool (a default of
 // true), map[string]string (free params), json.RawMessage (any object, for
@@ -142,8 +142,8 @@ type limits struct {
 	maxWait time.Duration // limits.max_wait: the longest any wait of a tool call lasts
 }
 
-// defaultLimits are the config's defaults.
-var defaultLimits = limits{maxWait: 50 * time.Second}
+// defaultLimits are the ones where none are configured.
+var defaultLimits = limits{maxWait: hostapi.DefaultMaxWait}
 
 // within answers the spec with its waits bounded by l.maxWait: their
 // maximum, and any default above it.

@@ -25,7 +25,7 @@ type Env struct {
 	Evidence string // directory screenshots may be saved under; "" refuses every path
 	Locks    *Locks
 	// MaxWait caps every wait a call may ask for (MCP clients drop a call at
-	// about a minute). Default 50 s.
+	// about a minute). Default DefaultMaxWait.
 	MaxWait time.Duration
 	// BusyWait is how long a call waits for a VM another call holds before it
 	// answers "vmid N is busy". Default 30 s.
@@ -40,11 +40,15 @@ type Env struct {
 	frames frameLog // the frames answers showed, for the stale-frame guard
 }
 
+// DefaultMaxWait is the wait cap where none is configured (the config's
+// limits.max_wait default).
+const DefaultMaxWait = 50 * time.Second
+
 func (e *Env) maxWait() time.Duration {
 	if e.MaxWait > 0 {
 		return e.MaxWait
 	}
-	return 50 * time.Second
+	return DefaultMaxWait
 }
 
 func (e *Env) busyWait() time.Duration {
