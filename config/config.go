@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/poligon/poligon/internal/redact"
 )
 
 // Config is the effective configuration.
@@ -238,27 +240,8 @@ type Events struct {
 	MaxMB   int    `toml:"max_mb"`  // rotate past this; default 64
 }
 
-// Secret is a string that never prints.
-type Secret string
-
-func (s Secret) String() string {
-	if s == "" {
-		return ""
-	}
-	return "***"
-}
-
-// GoString keeps %#v from printing it too.
-func (s Secret) GoString() string { return s.String() }
-
-// MarshalText masks the secret in any encoding (config check prints TOML).
-func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
-// UnmarshalText reads the secret.
-func (s *Secret) UnmarshalText(b []byte) error { *s = Secret(b); return nil }
-
-// Reveal answers the secret itself, for the one place that sends it.
-func (s Secret) Reveal() string { return string(s) }
+// Secret is a string that never prints (internal/redact's).
+type Secret = redact.Secret
 
 // Duration is a time.Duration written as "30s" or "10m".
 type Duration struct{ time.Duration }

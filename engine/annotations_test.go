@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"testing"
 
 	"github.com/poligon/poligon/internal/testvm"
@@ -88,9 +87,6 @@ var policies = map[string]toolPolicy{
 // has a title for people.
 func TestAnnotationsStateThePolicy(t *testing.T) {
 	s, _ := newServer(t, fullSurface(testConfig(t, testvm.ShortTempDir(t))))
-	if err := s.LoadScripts(context.Background()); err != nil { // the shipped script tools too
-		t.Fatal(err)
-	}
 	seen := map[string]bool{}
 	for _, name := range s.ToolNames() {
 		seen[name] = true

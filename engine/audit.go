@@ -4,85 +4,26 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/poligon/poligon/internal/audit"
 	"github.com/poligon/poligon/internal/logs"
 	"github.com/poligon/poligon/internal/redact"
 )
 
-// auditRecord is one line of the audit log: one tool call.
-type auditRecord struct {
-	Time      string         `json:"time"`
-	Req       string         `json:"req,omitempty"`   // the call's correlation id, as on its log lines
-	Caller    string         `json:"caller"`          // who called: the owner, or a PVE token id (never its secret)
-	Owner     string         `json:"owner,omitempty"` // whose VMs the call could touch, as the bench decided
-	Transport string         `json:"transport"`
-	Bench     string         `json:"bench,omitempty"`
-	Tool      string         `json:"tool"`
-	VMID      int            `json:"vmid,omitempty"`
-	Args      map[string]any `json:"args,omitempty"`
-	Outcome   string         `json:"outcome"` // ok, error (refused or failed for the model), failed (server)
-	Error     string         `json:"error,omitempty"`
-	Ms        float64        `json:"ms"`
-
-	err error // the error behind a tool error: where its payload starts
-}
-
-// auditLog appends JSON lines to a file (or stderr with "-"). A nil
-// *auditLog writes nothing.
-type auditLog struct {
-	mu sync.Mutex
-	w  io.Writer
-	f  *os.File
-}
-
-func openAudit(path string) (*auditLog, error) {
-	switch path {
-	case "":
-		return nil, nil
-	case "-":
-		return &auditLog{w: os.Stderr}, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
-	}
-	return &auditLog{w: f, f: f}, nil
-}
-
-func (a *auditLog) write(r auditRecord) {
-	if a == nil {
-		return
-	}
-	r.Time = time.Now().UTC().Format(time.RFC3339Nano)
-	line, err := json.Marshal(r)
-	if err != nil {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.w.Write(append(line, '\n'))
-}
-
-func (a *auditLog) close() {
-	if a != nil && a.f != nil {
-		a.f.Close()
-	}
+// callRecord is a tool call's audit record, and the error behind a tool
+// error (where its payload starts, for the log line).
+type callRecord struct {
+	audit.Record
+	err error
 }
 
 // redact answers the arguments for the audit log: typed text, file contents
@@ -133,7 +74,7 @@ var reqIDs = logs.NewIDs(time.Now())
 // tool, bench, vmid, ms and, when it failed, the error up to its payload
 // (error_chars: how much was cut). log_payload adds the whole text at
 // debug, on a line of its own with the same req.
-func (s *Server) logCall(ctx context.Context, rec *auditRecord, rpc string, shown logs.Cutting, res *mcp.CallToolResult, err error) {
+func (s *Server) logCall(ctx context.Context, rec *callRecord, rpc string, shown logs.Cutting, res *mcp.CallToolResult, err error) {
 	if rpc == "" {
 		rpc = logs.None
 	}

@@ -75,20 +75,14 @@ func BenchmarkTinyVM(b *testing.B) {
 	cfg := perfConfig(b, testvm.DataDir(b), scripts)
 	s := perfServer(b, cfg)
 	ctx := context.Background()
-	if err := s.LoadScripts(ctx); err != nil {
-		b.Fatal(err)
-	}
 	for _, name := range []string{"vm_perf_shot", "vm_perf_shot_wasm"} {
 		if _, ok := s.Tool(name); !ok {
-			b.Fatalf("script tool %s not loaded; problems: %v", name, s.Problems())
+			b.Fatalf("script tool %s not loaded; problems: %v", name, s.app.Problems())
 		}
 	}
 	cs := perfConnect(b, s, nil)
 	vmid := perfBoot(b, cs, "perf")
-	be, _, err := s.benches[cfg.DefaultBench].Open(ctx, localCaller(cfg).creds)
-	if err != nil {
-		b.Fatal(err)
-	}
+	be := backendOf(b, s, "")
 	screen, err := be.(backends.Console).Console(ctx, vmid)
 	if err != nil {
 		b.Fatal(err)
@@ -162,10 +156,7 @@ func BenchmarkHotReload(b *testing.B) {
 	s := perfServer(b, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	if err := s.LoadScripts(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := s.WatchScripts(ctx); err != nil {
+	if err := s.app.Scripts.Watch(ctx); err != nil {
 		b.Fatal(err)
 	}
 	changed := make(chan time.Time, 16)
@@ -188,7 +179,7 @@ func BenchmarkHotReload(b *testing.B) {
 			select {
 			case at = <-changed:
 			case <-time.After(10 * time.Second):
-				b.Fatalf("no tools/list_changed within 10 s of writing %s (problems: %v)", file, s.Problems())
+				b.Fatalf("no tools/list_changed within 10 s of writing %s (problems: %v)", file, s.app.Problems())
 			}
 			if toolDescription(b, cs, "vm_perf_reload") == version {
 				took = append(took, at.Sub(began))

@@ -14,7 +14,7 @@ import (
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/backendtest"
 	"github.com/poligon/poligon/config"
-	"github.com/poligon/poligon/internal/benches"
+	"github.com/poligon/poligon/internal/app"
 )
 
 // The bench tools over MCP, on physical benches whose controller is an
@@ -87,19 +87,15 @@ func physicalServer(t *testing.T, cfg *config.Config) (*Server, map[string]*cont
 		t.Fatal(problems)
 	}
 	ctls := map[string]*controller{}
-	s, err := New(cfg, Options{OpenBench: func(bc config.Bench, log *slog.Logger) (Bench, error) {
+	s := testServer(t, cfg, app.Options{OpenBench: func(bc config.Bench, log *slog.Logger) (app.Bench, error) {
 		if !bc.Physical() {
-			return openBench(bc, log)
+			return app.NewRoot().Open(bc, log)
 		}
 		be := backendtest.New(bc.Name)
 		be.AddVM(backends.VM{VMID: 1, Name: bc.Name, Status: "running"})
 		ctls[bc.Name] = &controller{Backend: be, state: "on"}
-		return benches.Physical(bc, ctls[bc.Name]), nil
+		return app.Physical(bc, ctls[bc.Name]), nil
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 	return s, ctls
 }
 

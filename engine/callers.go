@@ -8,6 +8,7 @@ import (
 
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/redact"
 )
 
 // caller is who makes a call: the credentials they bring, and how the
@@ -23,19 +24,13 @@ type caller struct {
 	id    string // for the audit log: never a secret
 }
 
-// localCaller is the caller of a trusted transport (stdio, `poligon run`):
-// the configured owner, and the configured PVE tokens.
-func localCaller(cfg *config.Config) caller {
-	owner := hostapi.SanitizeOwner(cfg.Owner)
-	return caller{creds: hostapi.Credentials{Owner: owner}, id: owner}
-}
-
 // callerOf finds the caller of an MCP request. Over stdio and in memory the
 // transport is trusted and the config names the owner; over HTTP every
 // request carries a credential, checked here and by the HTTP middleware.
 func (s *Server) callerOf(req *mcp.CallToolRequest) (caller, error) {
 	if req.Extra == nil || req.Extra.Header == nil {
-		return localCaller(s.cfg), nil
+		local := s.app.Local()
+		return caller{creds: local, id: local.Owner}, nil
 	}
 	return callerFromHeader(s.cfg, req.Extra.Header)
 }
@@ -46,7 +41,7 @@ func (s *Server) callerOf(req *mcp.CallToolRequest) (caller, error) {
 func callerFromHeader(cfg *config.Config, h http.Header) (caller, error) {
 	c := caller{creds: hostapi.Credentials{Remote: true}}
 	if pve := strings.TrimSpace(h.Get("X-PVE-Token")); pve != "" {
-		c.creds.Token = config.Secret(pve)
+		c.creds.Token = redact.Secret(pve)
 		c.id = "(a malformed PVE token)"
 		if id, _, ok := strings.Cut(pve, "="); ok {
 			c.id = id // user@realm!tokenid: the secret cut off
@@ -61,7 +56,7 @@ func callerFromHeader(cfg *config.Config, h http.Header) (caller, error) {
 		c.creds.Owner, c.id = owner, owner
 	}
 	if key := strings.TrimSpace(h.Get("X-Bench-Key")); key != "" {
-		c.creds.BenchKey = config.Secret(key)
+		c.creds.BenchKey = redact.Secret(key)
 		if c.id == "" {
 			c.id = "(a bench key)"
 		}

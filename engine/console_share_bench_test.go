@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bufio"
-	"context"
 	"net"
 	"testing"
 	"time"
@@ -35,10 +34,7 @@ func BenchmarkConsoleShare(b *testing.B) {
 	a, other := perfServer(b, cfg), perfServer(b, cfg)
 	ca, cb := perfConnect(b, a, nil), perfConnect(b, other, nil)
 	vmid := perfBoot(b, ca, "share")
-	be, _, err := a.benches[cfg.DefaultBench].Open(context.Background(), localCaller(cfg).creds)
-	if err != nil {
-		b.Fatal(err)
-	}
+	be := backendOf(b, a, "")
 	sock := be.(*qemu.Driver).MonitorSocket(vmid)
 	typ := func(cs *mcp.ClientSession) func() {
 		return func() {

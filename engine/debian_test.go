@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -51,9 +50,6 @@ func debianServer(t *testing.T) (*Server, *mcp.ClientSession) {
 		t.Fatal(err)
 	}
 	s, cs := newServer(t, cfg)
-	if err := s.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	return s, cs
 }
 

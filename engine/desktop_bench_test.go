@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,9 +20,6 @@ import (
 func BenchmarkDesktopLogin(b *testing.B) {
 	cfg := perfConfig(b, testvm.DataDir(b, "debian-desktop"), "")
 	s := perfServer(b, cfg)
-	if err := s.LoadScripts(context.Background()); err != nil {
-		b.Fatal(err)
-	}
 	cs := perfConnect(b, s, nil)
 	var agent, greeter, login, desktop latency.Latencies
 	n := 0

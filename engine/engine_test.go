@@ -12,8 +12,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/config"
-	"github.com/poligon/poligon/internal/benches"
+	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/app"
+	"github.com/poligon/poligon/internal/audit"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
@@ -48,17 +51,42 @@ func newServer(t *testing.T, cfg *config.Config) (*Server, *mcp.ClientSession) {
 // to log (nil: nowhere), and closes it when the test ends.
 func startServer(t testing.TB, cfg *config.Config, log *slog.Logger) *Server {
 	t.Helper()
-	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
+	return testServer(t, cfg, app.Options{Log: log})
+}
+
+// testServer assembles an app from cfg as the binary does (opts.OpenBench
+// nil: the real backends) and answers its MCP door; the app is closed when
+// the test ends.
+func testServer(t testing.TB, cfg *config.Config, opts app.Options) *Server {
+	t.Helper()
+	opts.Reserved = BuiltinNames()
+	a, err := app.Open(t.Context(), cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(closeEyes)
-	s, err := New(cfg, Options{Logger: log, OpenBench: openBench, Eyes: eyes})
+	t.Cleanup(a.Close)
+	return New(a)
+}
+
+// backendOf answers a bench's backend as the config's owner reaches it
+// ("" = the default bench), beneath the tools' rules.
+func backendOf(t testing.TB, s *Server, bench string) backends.Backend {
+	t.Helper()
+	return localWho(t, s, bench).Backend()
+}
+
+// localWho is the config's owner on a bench ("" = the default).
+func localWho(t testing.TB, s *Server, bench ...string) *hostapi.Caller {
+	t.Helper()
+	name := ""
+	if len(bench) > 0 {
+		name = bench[0]
+	}
+	who, err := s.Caller(context.Background(), s.app.Local(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return who
 }
 
 func connect(t *testing.T, s *Server) *mcp.ClientSession {
@@ -127,9 +155,6 @@ func mustRefuse(t *testing.T, cs *mcp.ClientSession, name string, args map[strin
 // without a golden file fails, so a new tool's schema is reviewed.
 func TestSchemasGolden(t *testing.T) {
 	s, _ := newServer(t, fullSurface(testConfig(t, testvm.ShortTempDir(t))))
-	if err := s.LoadScripts(context.Background()); err != nil { // the shipped script tools too
-		t.Fatal(err)
-	}
 	dir := filepath.Join("testdata", "schemas")
 	update := os.Getenv("UPDATE_GOLDEN") != ""
 	seen := map[string]bool{}
@@ -242,7 +267,7 @@ func TestAuditRedactsTypedText(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("want 2 audit lines, got %d:\n%s", len(lines), log)
 	}
-	var rec auditRecord
+	var rec audit.Record
 	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
 		t.Fatal(err)
 	}
@@ -260,14 +285,4 @@ func TestAuditErrorLeavesOutPayload(t *testing.T) {
 	if got := auditError(strings.Repeat("x", 1000)); len(got) != 303 {
 		t.Fatalf("a long error is %d bytes", len(got))
 	}
-}
-
-// openBench opens real benches (local QEMU, Proxmox) through the
-// composition root, as the binary does.
-func openBench(bc config.Bench, log *slog.Logger) (Bench, error) {
-	b, err := benches.NewRoot().Open(bc, log)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
 }

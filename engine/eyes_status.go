@@ -6,39 +6,7 @@ import (
 	"github.com/poligon/poligon/backends/vision"
 )
 
-// What /readyz and /metrics say of the eyes. Unavailable OCR is reported,
-// not a readiness problem: a server whose users never read the screen
-// serves as configured without tesseract.
-
-// EyesReport answers which eyes this instance has, for /readyz.
-func (s *Server) EyesReport() map[string]any {
-	e := s.env.Eyes
-	out := map[string]any{"ocr": false, "vision": false, "grounding": false, "see_always": false}
-	if e == nil {
-		return out
-	}
-	if e.OCR != nil {
-		if err := e.OCR.Available(); err != nil {
-			out["ocr_unavailable"] = err.Error()
-		} else {
-			out["ocr"] = true
-			out["ocr_languages"] = e.OCR.Languages()
-		}
-	}
-	out["vision"] = e.Vision != nil
-	out["grounding"] = e.Grounding != nil || e.Vision != nil
-	out["see_always"] = e.SeeAlways
-	return out
-}
-
-// eyesProblems are the eyes' readiness problems: see-always without a
-// vision model cannot serve as configured (config check refuses it too).
-func (s *Server) eyesProblems() []string {
-	if e := s.env.Eyes; e != nil && e.SeeAlways && e.Vision == nil {
-		return []string{"see_always is on but no vision model is configured"}
-	}
-	return nil
-}
+// What /metrics says of the eyes (app.EyesReport is what /readyz says).
 
 // eyesCollector publishes the model and OCR counters, read at scrape time.
 type eyesCollector struct{ s *Server }
@@ -65,7 +33,7 @@ func (c eyesCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c eyesCollector) Collect(ch chan<- prometheus.Metric) {
-	e := c.s.env.Eyes
+	e := c.s.app.Env.Eyes
 	if e == nil {
 		return
 	}

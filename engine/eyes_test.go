@@ -64,9 +64,6 @@ func eyesServer(t *testing.T, cfg *config.Config, fake *visiontest.Server, logs 
 		t.Fatal(problems)
 	}
 	s := startServer(t, cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err := s.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	return s, connect(t, s)
 }
 

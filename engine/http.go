@@ -38,14 +38,14 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": b.Version, "commit": b.Commit, "clean": b.Clean})
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		problems := s.Problems()
+		problems := s.app.Problems()
 		status, code := "ready", http.StatusOK
 		if len(problems) > 0 {
 			status, code = "not ready", http.StatusServiceUnavailable
 		}
 		writeJSON(w, code, map[string]any{
-			"status": status, "version": Version, "benches": len(s.benches), "bench": s.BenchFacts(),
-			"tools": len(s.ToolNames()), "toolsets": s.Toolsets(), "eyes": s.EyesReport(), "problems": append([]string{}, problems...),
+			"status": status, "version": Version, "benches": len(s.app.BenchNames()), "bench": s.app.BenchFacts(),
+			"tools": len(s.ToolNames()), "toolsets": s.Toolsets(), "eyes": s.app.EyesReport(), "problems": append([]string{}, problems...),
 		})
 	})
 	mux.Handle("/metrics", s.metrics.handler())

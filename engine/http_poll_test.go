@@ -17,6 +17,7 @@ import (
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/backendtest"
 	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/internal/app"
 )
 
 // The 2025-11-25 transport's polling, over real HTTP with a raw client: a
@@ -30,11 +31,7 @@ import (
 func TestHTTPPollsLongCalls(t *testing.T) {
 	be := backendtest.New("")
 	cfg := testConfig(t, t.TempDir())
-	s, err := New(cfg, Options{OpenBench: func(config.Bench, *slog.Logger) (Bench, error) { return fakeBench{be}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := testServer(t, cfg, app.Options{OpenBench: func(config.Bench, *slog.Logger) (app.Bench, error) { return fakeBench{be}, nil }})
 	s.streamPoll = 300 * time.Millisecond // the call lasts 5 s: it is closed several times
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
@@ -119,11 +116,7 @@ func TestHTTPPollingGoClient(t *testing.T) {
 	be.AddVM(backends.VM{VMID: 101, Name: "tester-repro-g", Status: "running"})
 	be.SetAgent(101, false)
 	cfg := testConfig(t, t.TempDir())
-	s, err := New(cfg, Options{OpenBench: func(config.Bench, *slog.Logger) (Bench, error) { return fakeBench{be}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := testServer(t, cfg, app.Options{OpenBench: func(config.Bench, *slog.Logger) (app.Bench, error) { return fakeBench{be}, nil }})
 	s.streamPoll = 300 * time.Millisecond
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)

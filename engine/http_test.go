@@ -18,6 +18,7 @@ import (
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/backendtest"
 	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/internal/app"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
@@ -70,11 +71,7 @@ func get(t *testing.T, url, host string, headers map[string]string) (int, string
 func TestHTTP(t *testing.T) {
 	cfg := testConfig(t, testvm.ShortTempDir(t))
 	cfg.Server.AllowedHosts = []string{"poligon.example.org"}
-	s, err := New(cfg, Options{OpenBench: openBench})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := testServer(t, cfg, app.Options{})
 	ts := httptest.NewServer(s.Handler())
 	// Closed after the clients (cleanups run last-in first-out): an open
 	// MCP stream would keep Close waiting.
@@ -245,11 +242,7 @@ func TestHTTPResumeAfterDroppedStream(t *testing.T) {
 	be.AddVM(backends.VM{VMID: 101, Name: "tester-repro-r", Status: "running"})
 	be.SetAgent(101, false)
 	cfg := testConfig(t, t.TempDir())
-	s, err := New(cfg, Options{OpenBench: func(config.Bench, *slog.Logger) (Bench, error) { return fakeBench{be}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := testServer(t, cfg, app.Options{OpenBench: func(config.Bench, *slog.Logger) (app.Bench, error) { return fakeBench{be}, nil }})
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	ctx := context.Background()

@@ -93,9 +93,6 @@ func TestToolLineJoinsItsTrail(t *testing.T) {
 	cfg.Benches = append(cfg.Benches, config.Bench{Name: "kvm9", Type: "pikvm", API: "https://127.0.0.1:1", User: "admin",
 		Password: benchPW, Key: benchKey, Allow: []string{"hid"}})
 	s, buf := loggedServer(t, cfg)
-	if err := s.LoadScripts(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	cs, err := httpClient(t, ts.URL, map[string]string{"X-PVE-Token": lab.alice})
@@ -163,9 +160,6 @@ func TestToolErrorCutAtPayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, buf := loggedServer(t, cfg)
-	if err := s.LoadScripts(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	cs := connect(t, s)
 	vmid := lab.clone(t, cs, "leak")
 	lab.ok(t, cs, "vm_start", map[string]any{"vmid": vmid})

@@ -33,7 +33,7 @@ func newMetrics(s *Server) *metrics {
 	m.reg.MustRegister(m.calls, m.duration, eyesCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "poligon_console_connections", Help: "Open VNC console connections."},
-			func() float64 { return float64(s.consoles()) }),
+			func() float64 { return float64(s.app.Consoles()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "poligon_tools", Help: "Registered tools, scripts included."},
 			func() float64 { return float64(len(s.ToolNames())) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "poligon_uptime_seconds", Help: "Seconds since start."},
@@ -49,13 +49,4 @@ func (m *metrics) observe(tool, outcome string, d time.Duration) {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
-}
-
-// consoles counts open console connections over the benches.
-func (s *Server) consoles() int {
-	n := 0
-	for _, b := range s.benches {
-		n += b.Consoles()
-	}
-	return n
 }

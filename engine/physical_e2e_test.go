@@ -16,7 +16,7 @@ import (
 	"github.com/poligon/poligon/backends/bmc/redfishtest"
 	"github.com/poligon/poligon/backends/pikvm/kvmdtest"
 	"github.com/poligon/poligon/config"
-	"github.com/poligon/poligon/internal/benches"
+	"github.com/poligon/poligon/internal/app"
 	"github.com/poligon/poligon/internal/editdist"
 	"github.com/poligon/poligon/internal/logs"
 	"github.com/poligon/poligon/internal/testvm"
@@ -68,13 +68,9 @@ func TestMegaRACBench(t *testing.T) {
 		t.Fatal(problems)
 	}
 	logged := &testvm.SyncBuffer{}
-	s, err := New(cfg, Options{Logger: debugLog(t, logged), OpenBench: func(bc config.Bench, log *slog.Logger) (Bench, error) {
-		return benches.NewRoot().Open(bc, log)
+	s := testServer(t, cfg, app.Options{Log: debugLog(t, logged), OpenBench: func(bc config.Bench, log *slog.Logger) (app.Bench, error) {
+		return app.NewRoot().Open(bc, log)
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 	cs := connect(t, s)
 	with := func(kv ...any) map[string]any {
 		m := map[string]any{"bench": "srv1"}
@@ -144,18 +140,9 @@ func TestPiKVMBench(t *testing.T) {
 	}
 	logged := &testvm.SyncBuffer{}
 	log := debugLog(t, logged)
-	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(closeEyes)
-	s, err := New(cfg, Options{Logger: log, Eyes: eyes, OpenBench: func(bc config.Bench, log *slog.Logger) (Bench, error) {
-		return benches.NewRoot().Open(bc, log)
+	s := testServer(t, cfg, app.Options{Log: log, OpenBench: func(bc config.Bench, log *slog.Logger) (app.Bench, error) {
+		return app.NewRoot().Open(bc, log)
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 	cs := connect(t, s)
 	kvm := func(kv ...any) map[string]any {
 		m := map[string]any{"bench": "kvm1", "vmid": 1}

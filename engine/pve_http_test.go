@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/poligon/poligon/backends/pve/pvetest"
+	"github.com/poligon/poligon/internal/audit"
 )
 
 // TestPVEOverHTTP checks who a pve bench serves over HTTP: each request's
@@ -105,7 +106,7 @@ func TestPVEOverHTTP(t *testing.T) {
 	}
 	callers := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		var rec auditRecord
+		var rec audit.Record
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("audit line %q: %v", line, err)
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/poligon/poligon/backends/pve/pvetest"
 	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/internal/app"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
@@ -172,11 +173,7 @@ func (l *pveLab) config(t *testing.T, token string) *config.Config {
 func (l *pveLab) server(t *testing.T, cfg *config.Config) *Server {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(lockedWriter{l}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := New(cfg, Options{Logger: log, OpenBench: openBench})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := testServer(t, cfg, app.Options{Log: log})
 	return s
 }
 
@@ -596,7 +593,7 @@ func TestPVEToolsOverStdio(t *testing.T) {
 		if open, _ := lab.srv.ConsoleConnections(); open != 1 {
 			t.Fatalf("%d console websockets open; want 1", open)
 		}
-		s.Close()
+		s.app.Close()
 		if open := lab.srv.OpenConsolesAfter(10 * time.Second); open != 0 {
 			t.Fatalf("%d console websockets outlived Server.Close", open)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/poligon/poligon/backends/backendtest"
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/app"
 )
 
 // fakeBench serves every caller with one in-memory backend: the engine
@@ -43,14 +44,7 @@ func TestWasmRecipeGetsItsDefaults(t *testing.T) {
 	os.WriteFile(filepath.Join(cfg.ScriptsDir, "outer.js"), []byte(`module.exports = {
   name: "outer", description: "calls the Wasm uname as a recipe, without its flags",
   run(vm) { return vm.recipe("uname"); } };`), 0o644)
-	s, err := New(cfg, Options{OpenBench: func(config.Bench, *slog.Logger) (Bench, error) { return fakeBench{be}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := testServer(t, cfg, app.Options{OpenBench: func(config.Bench, *slog.Logger) (app.Bench, error) { return fakeBench{be}, nil }})
 	cs := connect(t, s)
 	out := mustOK(t, cs, "vm_outer", map[string]any{"vmid": 101})
 	if !strings.Contains(out, "uname -a") {

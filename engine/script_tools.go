@@ -12,7 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/poligon/poligon/engine/catalog"
-	"github.com/poligon/poligon/runtime"
 )
 
 // scriptArgs are a script tool's decoded arguments.
@@ -105,7 +104,7 @@ func (s *Server) runTool(ctx context.Context, c *Call, sc *catalog.Script, in *s
 	}
 	defer release()
 	c.Caller.ForScript()
-	out, err := s.scripts.Run(ctx, v, sc, in.Params, catalog.RunHooks{Log: s.log.With("script", sc.Name, "vmid", in.VMID).Info})
+	out, err := s.app.Scripts.Run(ctx, v, sc, in.Params, catalog.RunHooks{Log: s.log.With("script", sc.Name, "vmid", in.VMID).Info})
 	if err != nil {
 		return nil, err
 	}
@@ -151,31 +150,6 @@ func (t scriptTools) RemoveScript(name string) {
 	if t.s.offers("scripts") {
 		t.s.RemoveTool("vm_" + name)
 	}
-}
-
-func (t scriptTools) SetProblem(source, problem string) { t.s.SetProblem(source, problem) }
-
-// LoadScripts loads the shipped scripts and recipes and those of the
-// scripts directory, and registers the tool scripts (see catalog.Open).
-func (s *Server) LoadScripts(ctx context.Context) error {
-	cat, err := catalog.Open(ctx, catalog.Options{
-		Dir: s.cfg.ScriptsDir, StateDir: s.cfg.StateDir, Logger: s.log, Reserved: BuiltinNames(), Tools: scriptTools{s},
-		Limits: runtime.Limits{Timeout: s.cfg.Limits.ScriptTimeout.Duration, MemoryMB: s.cfg.Limits.ScriptMemoryMB},
-	})
-	if err != nil {
-		return err
-	}
-	s.scripts = cat
-	return nil
-}
-
-// WatchScripts reloads the scripts directory when it changes, until ctx
-// ends.
-func (s *Server) WatchScripts(ctx context.Context) error {
-	if s.scripts == nil {
-		return nil
-	}
-	return s.scripts.Watch(ctx)
 }
 
 // BuiltinNames answers the names of the built-in tools: names scripts may

@@ -15,6 +15,7 @@ import (
 
 	"github.com/poligon/poligon/backends/backendtest"
 	"github.com/poligon/poligon/engine/catalog"
+	"github.com/poligon/poligon/internal/app"
 	"github.com/poligon/poligon/internal/testvm"
 	"github.com/poligon/poligon/runtime/transcript"
 )
@@ -25,17 +26,10 @@ func scriptServer(t *testing.T, dataDir string) (*Server, *mcp.ClientSession, st
 	t.Helper()
 	cfg := testConfig(t, dataDir)
 	cfg.ScriptsDir = t.TempDir()
-	s, err := New(cfg, Options{OpenBench: openBench})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := testServer(t, cfg, app.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := s.LoadScripts(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.WatchScripts(ctx); err != nil {
+	if err := s.app.Scripts.Watch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	changed := make(chan struct{}, 100)
@@ -119,7 +113,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func problemAbout(s *Server, file, want string) bool {
-	for _, p := range s.Problems() {
+	for _, p := range s.app.Problems() {
 		if strings.Contains(p, file) && strings.Contains(p, want) {
 			return true
 		}
@@ -183,7 +177,7 @@ func TestHotReload(t *testing.T) {
 	write(file, scriptSrc("hello", "v5", `return p.word;`))
 	waitListed(t, changed, "v5 after the fix", func() bool { return desc() == "v5" })
 	if problemAbout(s, "hello.js", "hello.js") {
-		t.Fatalf("the fixed file is still reported: %v", s.Problems())
+		t.Fatalf("the fixed file is still reported: %v", s.app.Problems())
 	}
 
 	drain(changed)
@@ -248,7 +242,7 @@ func TestScriptValidation(t *testing.T) {
 		"badname.js":  "Bad-Name",
 	}
 	for file, msg := range want {
-		eventually(t, file+" reported: "+msg+" in "+strings.Join(s.Problems(), " / "), func() bool { return problemAbout(s, file, msg) })
+		eventually(t, file+" reported: "+msg+" in "+strings.Join(s.app.Problems(), " / "), func() bool { return problemAbout(s, file, msg) })
 	}
 	eventually(t, "vm_usesdep listed", func() bool { return listed(t, cs, "vm_usesdep") != nil })
 	if listed(t, cs, "vm_good") == nil || listed(t, cs, "vm_twin") == nil || listed(t, cs, "vm_deep") != nil || listed(t, cs, "vm_r1") != nil {

@@ -1,12 +1,12 @@
 package engine
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/poligon/poligon/engine/stand"
 	"github.com/poligon/poligon/internal/latency"
 	"github.com/poligon/poligon/internal/testvm"
 )
@@ -49,9 +49,6 @@ func benchStand(b *testing.B, templates string, next func() any) {
 	}
 	cfg := perfConfig(b, testvm.DataDir(b, more...), "")
 	s := perfServer(b, cfg)
-	if err := s.LoadScripts(context.Background()); err != nil {
-		b.Fatal(err)
-	}
 	cs := perfConnect(b, s, nil)
 	var wall, sum float64
 	var status latency.Latencies
@@ -64,7 +61,7 @@ func benchStand(b *testing.B, templates string, next func() any) {
 		name := named.Name
 		n++
 		perfCall(b, cs, "stand_apply", map[string]any{"plan": plan})
-		var v StandView
+		var v stand.View
 		for {
 			status.Time(func() {
 				json.Unmarshal([]byte(perfCall(b, cs, "stand_status", map[string]any{"stand": name})), &v)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/poligon/poligon/backends/pve/pvetest"
+	"github.com/poligon/poligon/engine/stand"
 	"github.com/poligon/poligon/internal/store"
 )
 
@@ -45,9 +46,6 @@ func TestStandOnPVE(t *testing.T) {
 	lab := newPVELab(t, pvetest.Options{Agent: true})
 	cfg := lab.config(t, lab.alice)
 	s := lab.server(t, cfg)
-	if err := s.LoadScripts(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	cs := connect(t, s)
 	lab.srv.GateTasks("qmclone", 2)
 	lab.srv.GateTasks("qmstart", 2)
@@ -73,7 +71,7 @@ func TestStandOnPVE(t *testing.T) {
 		t.Fatalf("stand shop ended %s:\n%s", v.Status, raw)
 	}
 	db, app := machineOf(t, v, "db"), machineOf(t, v, "app")
-	for _, m := range []MachineView{db, app} {
+	for _, m := range []stand.MachineView{db, app} {
 		vm := lab.vmState(t, m.VMID)
 		if vm.Name != "alice-repro-shop-"+m.Role || vm.Pool != "alice" || vm.Status != "running" || vm.Lock != "" ||
 			!contains(vm.Snapshots, "clean") || strings.Contains(vm.Config["scsi0"], "base-") {
@@ -104,13 +102,13 @@ func TestStandOnPVE(t *testing.T) {
 	if len(clones) != 2 || len(starts) != 2 || !overlap(c1, c2) || !overlap(s1, s2) {
 		t.Fatalf("the machines were not cloned and started at once: clones %+v, starts %+v", clones, starts)
 	}
-	for _, m := range []MachineView{db, app} {
+	for _, m := range []stand.MachineView{db, app} {
 		c, st := clones[m.VMID], starts[m.VMID]
 		if c.Exit != "OK" || c.ID != "9001" || !st.Started.After(c.Ended) {
 			t.Errorf("machine %s: clone %+v, start %+v; want the start after the copy", m.Role, c, st)
 		}
 	}
-	rec, ok, err := s.store.StandOf(t.Context(), s.cfg.DefaultBench, "alice", "shop")
+	rec, ok, err := s.app.Store.StandOf(t.Context(), s.cfg.DefaultBench, "alice", "shop")
 	if err != nil || !ok {
 		t.Fatalf("stand shop in the store: %v %v", ok, err)
 	}
@@ -135,7 +133,7 @@ func TestStandOnPVE(t *testing.T) {
 	if !d.OK || len(d.Destroyed) != 2 {
 		t.Fatalf("stand_destroy = %s", out)
 	}
-	for _, m := range []MachineView{db, app} {
+	for _, m := range []stand.MachineView{db, app} {
 		if _, ok := lab.srv.VM(m.VMID); ok {
 			t.Errorf("machine %s (vmid %d) survived stand_destroy", m.Role, m.VMID)
 		}

@@ -13,15 +13,16 @@ import (
 	"github.com/poligon/poligon/backends/backendtest"
 	"github.com/poligon/poligon/backends/vision/visiontest"
 	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/engine/stand"
 	"github.com/poligon/poligon/internal/store"
 	"github.com/poligon/poligon/internal/testvm"
 )
 
 // standView reads stand_status of one stand.
-func standView(t *testing.T, cs *mcp.ClientSession, name string) StandView {
+func standView(t *testing.T, cs *mcp.ClientSession, name string) stand.View {
 	t.Helper()
 	out := mustOK(t, cs, "stand_status", map[string]any{"stand": name})
-	var v StandView
+	var v stand.View
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("stand_status: %v\n%s", err, out)
 	}
@@ -30,7 +31,7 @@ func standView(t *testing.T, cs *mcp.ClientSession, name string) StandView {
 
 // waitStand polls stand_status until until says so, failing the test after
 // the hang guard.
-func waitStand(t *testing.T, cs *mcp.ClientSession, name string, until func(StandView) bool) StandView {
+func waitStand(t *testing.T, cs *mcp.ClientSession, name string, until func(stand.View) bool) stand.View {
 	t.Helper()
 	deadline := time.Now().Add(backendtest.HangGuard)
 	for {
@@ -46,9 +47,9 @@ func waitStand(t *testing.T, cs *mcp.ClientSession, name string, until func(Stan
 	}
 }
 
-func stopped(v StandView) bool { return v.Status != store.StandRunning }
+func stopped(v stand.View) bool { return v.Status != store.StandRunning }
 
-func machineOf(t *testing.T, v StandView, role string) MachineView {
+func machineOf(t *testing.T, v stand.View, role string) stand.MachineView {
 	t.Helper()
 	for _, m := range v.Machines {
 		if m.Role == role {
@@ -56,16 +57,13 @@ func machineOf(t *testing.T, v StandView, role string) MachineView {
 		}
 	}
 	t.Fatalf("stand %s has no machine %s", v.Stand, role)
-	return MachineView{}
+	return stand.MachineView{}
 }
 
 // myVMs answers the caller's VM names by vmid.
 func myVMs(t *testing.T, s *Server) map[int]string {
 	t.Helper()
-	who, _, err := s.localCaller(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	who := localWho(t, s)
 	vms, err := who.MyVMs(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -77,9 +75,9 @@ func myVMs(t *testing.T, s *Server) map[int]string {
 	return out
 }
 
-func phase(t *testing.T, s *Server, stand, role, name string) store.StandPhase {
+func phase(t *testing.T, s *Server, stand, role string, name store.MachineStatus) store.StandPhase {
 	t.Helper()
-	st, ok, err := s.store.StandOf(context.Background(), s.cfg.DefaultBench, "tester", stand)
+	st, ok, err := s.app.Store.StandOf(context.Background(), s.cfg.DefaultBench, "tester", stand)
 	if err != nil || !ok {
 		t.Fatalf("stand %s: %v %v", stand, ok, err)
 	}
@@ -105,9 +103,6 @@ func TestStandOnTiny(t *testing.T) {
 	cfg := testConfig(t, testvm.DataDir(t))
 	s, logged := loggedServer(t, cfg)
 	cs := connect(t, s)
-	if err := s.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	plan := map[string]any{
 		"name": "web",
 		"machines": []any{
@@ -147,14 +142,14 @@ func TestStandOnTiny(t *testing.T) {
 	}
 	server, client, solo := machineOf(t, v, "server"), machineOf(t, v, "client"), machineOf(t, v, "solo")
 	vms := myVMs(t, s)
-	for _, m := range []MachineView{server, client, solo} {
+	for _, m := range []stand.MachineView{server, client, solo} {
 		if want := "tester-repro-web-" + m.Role; vms[m.VMID] != want {
 			t.Errorf("machine %s is vmid %d named %q, want %s", m.Role, m.VMID, vms[m.VMID], want)
 		}
 		if m.IP == "" || !m.Done {
 			t.Errorf("machine %s: ip %q done %v", m.Role, m.IP, m.Done)
 		}
-		who, _, _ := s.localCaller(context.Background(), "")
+		who := localWho(t, s)
 		vm, release, err := who.LockVM(context.Background(), m.VMID)
 		if err != nil {
 			t.Fatal(err)
@@ -217,22 +212,16 @@ func TestStandOnTiny(t *testing.T) {
 func TestStandInterruptResumeAndForce(t *testing.T) {
 	cfg := testConfig(t, testvm.DataDir(t))
 	a, csA := newServer(t, cfg)
-	if err := a.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	plan := `{"name": "rs", "machines": [{"role": "m", "template": "tiny", "steps": [
 		{"exec": "echo once >> /root/count"},
 		{"exec": "sleep 4"},
 		{"expect": {"command": "wc -l < /root/count", "contains": "1"}}]}]}`
 	mustOK(t, csA, "stand_apply", map[string]any{"plan": json.RawMessage(plan)})
-	v := waitStand(t, csA, "rs", func(v StandView) bool { return v.Machines[0].Steps[1].Status == "running" || stopped(v) })
+	v := waitStand(t, csA, "rs", func(v stand.View) bool { return v.Machines[0].Steps[1].Status == "running" || stopped(v) })
 	vmid := v.Machines[0].VMID
-	a.Close() // the "restart": its build is interrupted mid-step
+	a.app.Close() // the "restart": its build is interrupted mid-step
 
 	b, csB := newServer(t, cfg)
-	if err := b.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	v = standView(t, csB, "rs")
 	if v.Status != store.StandInterrupted || v.Machines[0].Steps[0].Status != "done" || v.Machines[0].Status != "interrupted" {
 		raw, _ := json.MarshalIndent(v, "", "  ")
@@ -260,7 +249,7 @@ func TestStandInterruptResumeAndForce(t *testing.T) {
 	// stops and its VM goes.
 	mustOK(t, csB, "stand_apply", map[string]any{"plan": json.RawMessage(`{"name": "fd", "machines": [
 		{"role": "m", "template": "tiny", "steps": [{"exec": "sleep 300"}]}]}`)})
-	v = waitStand(t, csB, "fd", func(v StandView) bool { return v.Machines[0].Steps[0].Status == "running" || stopped(v) })
+	v = waitStand(t, csB, "fd", func(v stand.View) bool { return v.Machines[0].Steps[0].Status == "running" || stopped(v) })
 	mustRefuse(t, csB, "stand_destroy", map[string]any{"stand": "fd", "confirm": true}, "still building")
 	out := mustOK(t, csB, "stand_destroy", map[string]any{"stand": "fd", "confirm": true, "force": true})
 	if !strings.Contains(out, fmt.Sprint(v.Machines[0].VMID)) {
@@ -277,9 +266,6 @@ func TestStandInterruptResumeAndForce(t *testing.T) {
 func TestStandApplyRefusals(t *testing.T) {
 	cfg := testConfig(t, testvm.DataDir(t))
 	s, cs := newServer(t, cfg)
-	if err := s.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	machine := func(role string, steps ...any) map[string]any {
 		if steps == nil {
 			steps = []any{}
@@ -312,9 +298,14 @@ func TestStandApplyRefusals(t *testing.T) {
 		})
 	}
 	// A third concurrent stand: two are building (recorded by a live
-	// builder of this server).
+	// builder: one this test holds present).
+	release, err := s.app.Store.Hold("test-builder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
 	for _, name := range []string{"one", "two"} {
-		if err := s.store.CreateStand(context.Background(), store.Stand{Bench: cfg.DefaultBench, Owner: "tester", Name: name, Builder: s.builds.id()}, 2, time.Now()); err != nil {
+		if err := s.app.Store.CreateStand(context.Background(), store.Stand{Bench: cfg.DefaultBench, Owner: "tester", Name: name, Builder: "test-builder"}, 2, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -333,10 +324,6 @@ func TestStandPlanTool(t *testing.T) {
 	cfg := testConfig(t, testvm.DataDir(t))
 	cfg.Planner = config.Planner{API: model.ChatURL(), Model: "planner-test", Key: "plan-key-0123456789"}
 	s, cs := newServer(t, cfg)
-	mustRefuse(t, cs, "stand_plan", map[string]any{"goal": "a web server"}, "scripts are not loaded")
-	if err := s.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	plan := `{"name": "web", "machines": [{"role": "server", "template": "tin", "steps": [{"recipe": {"name": "install", "packages": "nginx"}}]}]}`
 	model.Reply(visiontest.Reply{Content: "<think>tiny it is</think>\n```json\n" + plan + "\n```", Usage: &visiontest.Usage{Prompt: 900, Completion: 40}})
 	out := mustOK(t, cs, "stand_plan", map[string]any{"goal": "a web server"})
@@ -357,7 +344,7 @@ func TestStandPlanTool(t *testing.T) {
 			t.Errorf("the system prompt lacks %q", want)
 		}
 	}
-	if _, err := s.CompileStand(context.Background(), ans.Plan, ""); err != nil {
+	if _, err := s.app.Stands.CompilePlan(context.Background(), localWho(t, s), s.cfg.DefaultBench, ans.Plan); err != nil {
 		t.Fatalf("the planned stand does not compile: %v", err)
 	}
 	// A plan still invalid after the retry is a draft: an error result.

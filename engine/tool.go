@@ -45,8 +45,9 @@ type Tool struct {
 // arguments.
 type Call struct {
 	Tool    *Tool
-	Caller  *hostapi.Caller // nil for a NoBench tool
-	Bench   string          // the bench's configured name
+	Caller  *hostapi.Caller     // nil for a NoBench tool
+	Creds   hostapi.Credentials // what the caller brought (a stand's build opens its own caller with them)
+	Bench   string              // the bench's configured name
 	Args    any
 	Request *mcp.CallToolRequest
 	Server  *Server

@@ -69,12 +69,11 @@ func benchTools() []*Tool {
 
 func benchStatus(ctx context.Context, c *Call, in *benchStatusArgs) (*mcp.CallToolResult, error) {
 	s := c.Server
-	creds, _ := s.callerOf(c.Request)
 	rows := [][]string{{"name", "type", "api", "usable", "lease", "power", "description"}}
-	for _, name := range s.benchNames() {
+	for _, name := range s.app.BenchNames() {
 		bc, _ := s.cfg.Bench(name)
 		row := []string{name, bc.Type, apiHost(bc.API), "yes", "-", "-", bc.Description}
-		who, err := s.Caller(ctx, creds.creds, name)
+		who, err := s.Caller(ctx, c.Creds, name)
 		if err != nil {
 			row[3] = "no: " + err.Error()
 			rows = append(rows, row)

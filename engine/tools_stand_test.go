@@ -16,6 +16,8 @@ import (
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/backendtest"
 	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/engine/stand"
+	"github.com/poligon/poligon/internal/app"
 	"github.com/poligon/poligon/internal/store"
 )
 
@@ -35,14 +37,7 @@ func fakeStandServer(t *testing.T) (*Server, *config.Config, *backendtest.Backen
 		return backends.ExecStatus{Exited: true, Stdout: []byte("ok\n")}
 	})
 	cfg := testConfig(t, t.TempDir())
-	s, err := New(cfg, Options{OpenBench: func(config.Bench, *slog.Logger) (Bench, error) { return fakeBench{be}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := testServer(t, cfg, app.Options{OpenBench: func(config.Bench, *slog.Logger) (app.Bench, error) { return fakeBench{be}, nil }})
 	return s, cfg, be
 }
 
@@ -152,7 +147,7 @@ func TestStandStatusPhaseTimes(t *testing.T) {
 		{"role": "client", "template": "tiny", "steps": [{"expect": {"command": "wget -qO- http://{{ip.server}}/", "contains": "ok"}}]}]}`
 	mustOK(t, cs, "stand_apply", map[string]any{"plan": json.RawMessage(plan)})
 	<-gate.Arrived()
-	waitStand(t, cs, "times", func(v StandView) bool { return v.Machines[1].Status == "waiting" || stopped(v) })
+	waitStand(t, cs, "times", func(v stand.View) bool { return v.Machines[1].Status == "waiting" || stopped(v) })
 
 	// Mid-build: the server is in its steps, the client waits for it.
 	v := readTimes(t, cs, "times")

@@ -299,10 +299,7 @@ func TestToolsOnTiny(t *testing.T) {
 	// the monitor) fails naming the cause. Two servers (two poligon
 	// processes on one state directory) then take turns typing one command.
 	t.Run("a foreign QMP client and a second server", func(t *testing.T) {
-		be, _, err := s.benches[cfg.DefaultBench].Open(ctx, localCaller(cfg).creds)
-		if err != nil {
-			t.Fatal(err)
-		}
+		be := backendOf(t, s, "")
 		release := holdMonitor(t, be.(*qemu.Driver).MonitorSocket(vmid))
 		defer release()
 		mustOK(t, cs, "ui_key", map[string]any{"vmid": vmid, "key": "ctrl-u"})
@@ -360,8 +357,7 @@ func TestToolsOnTiny(t *testing.T) {
 	})
 
 	t.Run("ownership", func(t *testing.T) {
-		d := s.benches["local"]
-		be, _, _ := d.Open(ctx, localCaller(cfg).creds)
+		be := backendOf(t, s, "local")
 		lc := be.(backends.Lifecycle)
 		foreign, task, err := lc.Clone(ctx, backends.CloneRequest{Template: 9000, Name: "other-repro-x"})
 		if err != nil {
@@ -387,7 +383,7 @@ func TestToolsOnTiny(t *testing.T) {
 		defer call(t, cs, "vm_destroy", map[string]any{"vmid": other, "confirm": true, "wait": 50})
 		// The exec holds the VM until the test writes its release file
 		// through the backend, beneath the locks.
-		be, _, _ := s.benches["local"].Open(ctx, localCaller(cfg).creds)
+		be := backendOf(t, s, "local")
 		execOut := make(chan string, 1)
 		go func() {
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "vm_exec", Arguments: map[string]any{"vmid": vmid,

@@ -140,7 +140,7 @@ type aLook struct {
 // look takes the screenshot, refusing a bad path before any work.
 func look(ctx context.Context, c *Call, v *hostapi.VM, path, region, user string) (aLook, error) {
 	if path != "" {
-		if _, err := hostapi.EvidencePath(c.Server.env.Evidence, path); err != nil {
+		if _, err := hostapi.EvidencePath(c.Server.app.Env.Evidence, path); err != nil {
 			return aLook{}, err
 		}
 	}
@@ -253,7 +253,7 @@ func shotResult(ctx context.Context, c *Call, v *hostapi.VM, f hostapi.Frame, sc
 // frame: coordinates and frame= are always the full frame's.
 func shotResultOf(ctx context.Context, c *Call, v *hostapi.VM, full, shown hostapi.Frame, scale float64, lines ...string) (*mcp.CallToolResult, error) {
 	lines = append(lines, frameLine(v, full))
-	if e := c.Server.env.Eyes; e != nil && e.SeeAlways {
+	if e := c.Server.app.Env.Eyes; e != nil && e.SeeAlways {
 		if s, err := v.See(ctx, full, nil); err == nil {
 			lines = append(lines, seeingText(s, ""))
 		} else {

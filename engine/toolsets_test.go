@@ -54,9 +54,6 @@ func TestEveryBuiltinHasAToolset(t *testing.T) {
 func TestToolsetsDefault(t *testing.T) {
 	// No physical bench: no bench tools, every other family.
 	s, _ := newServer(t, testConfig(t, testvm.ShortTempDir(t)))
-	if err := s.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	if got := strings.Join(s.Toolsets(), ","); got != "vm,ui,iso,stand,dataset,scripts" {
 		t.Fatalf("default toolsets without a physical bench = %s", got)
 	}
@@ -84,10 +81,7 @@ func TestToolsetsChosen(t *testing.T) {
 	s, cs := newServer(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := s.LoadScripts(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.WatchScripts(ctx); err != nil {
+	if err := s.app.Scripts.Watch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	fams := toolFamilies(t, s)
@@ -97,7 +91,7 @@ func TestToolsetsChosen(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.ScriptsDir, "hello.js"), []byte(scriptSrc("hello", "v1", `return p.word;`)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "hello.js loaded by the watcher", func() bool { _, ok := s.scripts.Lookup("hello"); return ok })
+	eventually(t, "hello.js loaded by the watcher", func() bool { _, ok := s.app.Scripts.Lookup("hello"); return ok })
 	if _, ok := s.Tool("vm_hello"); ok || listed(t, cs, "vm_hello") != nil {
 		t.Fatal("a reloaded script became a tool without the scripts toolset")
 	}
@@ -121,10 +115,7 @@ const toolsBudget = 43 * 750
 // TestToolListSize measures tools/list as the client receives it (the
 // SDK's encoding: compact, no HTML escaping) for the full surface.
 func TestToolListSize(t *testing.T) {
-	s, cs := newServer(t, fullSurface(testConfig(t, testvm.ShortTempDir(t))))
-	if err := s.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	_, cs := newServer(t, fullSurface(testConfig(t, testvm.ShortTempDir(t))))
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/poligon/poligon/backends"
-	"github.com/poligon/poligon/config"
+	"github.com/poligon/poligon/internal/redact"
 )
 
 // Credentials are what a caller brings to a bench: an owner the server has
@@ -12,18 +12,18 @@ import (
 // token for backends that verify callers themselves (a Proxmox API token).
 type Credentials struct {
 	Owner string // "" when only a backend token came
-	Token config.Secret
+	Token redact.Secret
 	// Remote: the call came over HTTP, so no token from the server's config
 	// stands in for one the caller did not send.
 	Remote bool
 	// BenchKey is a physical bench's key (X-Bench-Key): it authorizes the
 	// bench, not a person; a caller with the key alone is the key's
 	// principal.
-	BenchKey config.Secret
+	BenchKey redact.Secret
 }
 
 // Bench is one configured place to run VMs, as a caller reaches it. The
-// composition root (internal/benches) makes one per [[bench]] of the config;
+// composition root (internal/app) makes one per [[bench]] of the config;
 // hostapi and the engine see only this.
 type Bench interface {
 	// Open answers the backend that serves who, and the namespace of its VM

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/poligon/poligon/backends"
-	"github.com/poligon/poligon/internal/store"
 )
 
 // Env is what every caller of the process shares. It is set up once at
@@ -35,7 +34,7 @@ type Env struct {
 	Eyes *Eyes
 
 	// Leases of physical benches; nil: none can be taken (no state_dir).
-	Leases *store.Store
+	Leases Leases
 
 	frames frameLog // the frames answers showed, for the stale-frame guard
 }

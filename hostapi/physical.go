@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/poligon/poligon/backends"
-	"github.com/poligon/poligon/internal/store"
 )
 
 // Physical benches: a PiKVM or a BMC in front of one real machine. The
@@ -89,8 +88,39 @@ func (c *Caller) readMachine(ctx context.Context, vmid int, m Machine) (backends
 	return lc.VM(ctx, vmid)
 }
 
+// Leases keep the leases of physical benches where every poligon process
+// on the machine sees them (the app serves them from its state store).
+type Leases interface {
+	// Lease takes bench for holder until now+d, or extends the holder's own
+	// lease; another holder's live lease refuses with a *LeaseHeld.
+	Lease(ctx context.Context, bench, holder string, d time.Duration, now time.Time) (Lease, error)
+	// Release ends holder's lease; another holder's refuses with a
+	// *LeaseHeld.
+	Release(ctx context.Context, bench, holder string, now time.Time) error
+	// LeaseOf answers the bench's live lease, ok false when it is free.
+	LeaseOf(ctx context.Context, bench string, now time.Time) (l Lease, ok bool, err error)
+}
+
+// Lease is one holder's claim on a physical bench, live while now < Until.
+type Lease struct {
+	Bench  string
+	Holder string
+	Since  time.Time // when this holder took it; kept across extensions
+	Until  time.Time
+}
+
+// LeaseHeld refuses a lease or a release: another holder's lease is live.
+type LeaseHeld struct {
+	Holder string
+	Until  time.Time
+}
+
+func (e *LeaseHeld) Error() string {
+	return fmt.Sprintf("leased by %s until %s", e.Holder, e.Until.UTC().Format(time.RFC3339))
+}
+
 // lease answers the bench's live lease, nil when free.
-func (c *Caller) lease(ctx context.Context) (*store.Lease, error) {
+func (c *Caller) lease(ctx context.Context) (*Lease, error) {
 	m, _ := c.machine()
 	if c.env.Leases == nil {
 		return nil, Failf("set state_dir in the config: leases live there", "bench %s cannot keep leases: this server has no state store", m.Bench)
@@ -106,31 +136,31 @@ func (c *Caller) lease(ctx context.Context) (*store.Lease, error) {
 }
 
 // BenchLease answers the live lease of a physical bench, nil when free.
-func (c *Caller) BenchLease(ctx context.Context) (*store.Lease, error) { return c.lease(ctx) }
+func (c *Caller) BenchLease(ctx context.Context) (*Lease, error) { return c.lease(ctx) }
 
 // MaxLease bounds a lease (the manual's 480 minutes).
 const MaxLease = 480 * time.Minute
 
 // Lease takes or extends the caller's lease of a physical bench.
-func (c *Caller) Lease(ctx context.Context, d time.Duration) (store.Lease, error) {
+func (c *Caller) Lease(ctx context.Context, d time.Duration) (Lease, error) {
 	m, ok := c.machine()
 	if !ok {
-		return store.Lease{}, Failf("leases are for physical benches: bench_status lists them", "this bench is not a physical machine")
+		return Lease{}, Failf("leases are for physical benches: bench_status lists them", "this bench is not a physical machine")
 	}
 	if d <= 0 || d > MaxLease {
-		return store.Lease{}, Failf("minutes is 1 to 480", "a lease of %s is out of range", d)
+		return Lease{}, Failf("minutes is 1 to 480", "a lease of %s is out of range", d)
 	}
 	if c.env.Leases == nil {
-		return store.Lease{}, Failf("set state_dir in the config: leases live there", "bench %s cannot keep leases: this server has no state store", m.Bench)
+		return Lease{}, Failf("set state_dir in the config: leases live there", "bench %s cannot keep leases: this server has no state store", m.Bench)
 	}
 	l, err := c.env.Leases.Lease(ctx, m.Bench, c.holder(), d, time.Now())
-	var held *store.HeldError
+	var held *LeaseHeld
 	if errors.As(err, &held) {
-		return store.Lease{}, Failf("pick a free bench (bench_status), or wait for it",
+		return Lease{}, Failf("pick a free bench (bench_status), or wait for it",
 			"bench %s is leased by %s until %s", m.Bench, held.Holder, held.Until.UTC().Format(time.RFC3339))
 	}
 	if err != nil {
-		return store.Lease{}, wrap(err, "", "bench %s lease", m.Bench)
+		return Lease{}, wrap(err, "", "bench %s lease", m.Bench)
 	}
 	return l, nil
 }
@@ -145,7 +175,7 @@ func (c *Caller) Release(ctx context.Context) error {
 		return Failf("set state_dir in the config: leases live there", "bench %s cannot keep leases: this server has no state store", m.Bench)
 	}
 	err := c.env.Leases.Release(ctx, m.Bench, c.holder(), time.Now())
-	var held *store.HeldError
+	var held *LeaseHeld
 	if errors.As(err, &held) {
 		return Failf("only the holder releases a lease", "bench %s is leased by %s, not you", m.Bench, held.Holder)
 	}

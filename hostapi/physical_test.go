@@ -11,6 +11,7 @@ import (
 	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/backendtest"
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/app"
 	"github.com/poligon/poligon/internal/store"
 )
 
@@ -66,7 +67,7 @@ func physicalBench(t *testing.T, m hostapi.Machine) (*machine, *hostapi.Caller, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	env := &hostapi.Env{Locks: hostapi.NewLocks(""), MaxWait: maxWait, BusyWait: busyWait, Leases: st}
+	env := &hostapi.Env{Locks: hostapi.NewLocks(""), MaxWait: maxWait, BusyWait: busyWait, Leases: app.Leases(st)}
 	m.Bench = "kvm1"
 	b := &machine{Backend: be, m: m}
 	ctx, cancel := context.WithTimeout(context.Background(), backendtest.HangGuard)

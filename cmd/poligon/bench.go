@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/poligon/poligon/engine"
 )
 
 const benchUsage = `usage: poligon bench VERB [args] [flags]
@@ -57,12 +61,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Server.Toolsets = []string{"bench"} // the command's own tools, whatever a server offers
-	log := newLogger(stderr, "warn")
-	srv, closeSrv, err := openServer(cfg, log)
+	_, srv, closeApp, err := openApp(ctx, cfg, newLogger(stderr, "warn"))
 	if err != nil {
 		return err
 	}
-	defer closeSrv()
+	defer closeApp()
 	cs, closeCS, err := inProcessClient(ctx, srv)
 	if err != nil {
 		return err
@@ -128,4 +131,34 @@ func benchCall(verb string, pos []string) (string, map[string]any, bool) {
 		return "bench_media", map[string]any{"bench": pos[0], "action": pos[1]}, true
 	}
 	return "", nil, false
+}
+
+// inProcessClient connects an MCP client to srv in this process.
+func inProcessClient(ctx context.Context, srv *engine.Server) (*mcp.ClientSession, func(), error) {
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.MCP().Connect(ctx, st, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "poligon-cli", Version: engine.Version}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		ss.Close()
+		return nil, nil, err
+	}
+	return cs, func() { cs.Close(); ss.Close() }, nil
+}
+
+// callText calls a tool and answers its text and whether it failed.
+func callText(ctx context.Context, cs *mcp.ClientSession, tool string, args map[string]any) (string, bool, error) {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return "", false, err
+	}
+	var out []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			out = append(out, t.Text)
+		}
+	}
+	return strings.Join(out, "\n"), res.IsError, nil
 }

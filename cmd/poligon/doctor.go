@@ -26,7 +26,7 @@ import (
 	"github.com/poligon/poligon/backends/qemu"
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/hostapi"
-	"github.com/poligon/poligon/internal/benches"
+	"github.com/poligon/poligon/internal/app"
 )
 
 // finding is one line of the doctor's report.
@@ -262,7 +262,7 @@ func firstLine(bin string, args ...string) string {
 // under its own deadline, and answers them in the config's order.
 func remoteFindings(ctx context.Context, cfg *config.Config, timeout time.Duration) []finding {
 	var jobs []func(context.Context) []finding
-	root := benches.NewRoot()
+	root := app.NewRoot()
 	for _, bc := range cfg.Benches {
 		jobs = append(jobs, func(ctx context.Context) []finding { return benchFindings(ctx, root, cfg, bc, timeout) })
 	}
@@ -287,7 +287,7 @@ func remoteFindings(ctx context.Context, cfg *config.Config, timeout time.Durati
 // benchFindings opens a bench as the server would and makes one read-only
 // call with the credentials this host has (a trusted transport: the
 // config's own token or PVE_TOKEN, the config's owner).
-func benchFindings(ctx context.Context, root *benches.Root, cfg *config.Config, bc config.Bench, timeout time.Duration) []finding {
+func benchFindings(ctx context.Context, root *app.Root, cfg *config.Config, bc config.Bench, timeout time.Duration) []finding {
 	what := fmt.Sprintf("bench %s (%s)", bc.Name, bc.Type)
 	// A backend that ignores the deadline is left behind, not waited for.
 	done := make(chan []finding, 1)
@@ -300,7 +300,7 @@ func benchFindings(ctx context.Context, root *benches.Root, cfg *config.Config, 
 	}
 }
 
-func doctorCall(ctx context.Context, root *benches.Root, cfg *config.Config, bc config.Bench, what string) []finding {
+func doctorCall(ctx context.Context, root *app.Root, cfg *config.Config, bc config.Bench, what string) []finding {
 	b, err := root.Open(bc, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return []finding{fail(what, withHint(err))}

@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/poligon/poligon/config"
-	"github.com/poligon/poligon/internal/benches"
+	"github.com/poligon/poligon/internal/app"
 	"github.com/poligon/poligon/internal/logs"
 )
 
@@ -36,7 +36,7 @@ func openLogs(cfg *config.Config, w io.Writer) (*slog.Logger, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("POLIGON_MCP_DUMP: %w", err)
 	}
-	benches.SetConsoleDump(f)
+	app.SetConsoleDump(f)
 	log.Info("recording the raw RFB bytes of every console", "dump", cfg.Dump)
-	return log, func() { benches.SetConsoleDump(nil); f.Close() }, nil
+	return log, func() { app.SetConsoleDump(nil); f.Close() }, nil
 }

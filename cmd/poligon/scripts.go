@@ -15,6 +15,7 @@ import (
 	"github.com/poligon/poligon/engine"
 	"github.com/poligon/poligon/engine/catalog"
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/app"
 )
 
 // runScript: poligon run SCRIPT (--vm N | --template T) [--param k=v ...]
@@ -54,16 +55,16 @@ func runScript(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log := newLogger(stderr, "warn")
-	srv, closeSrv, err := openServer(cfg, log)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := app.Open(ctx, cfg, app.Options{Log: log, Reserved: engine.BuiltinNames()})
 	if err != nil {
 		return err
 	}
-	defer closeSrv()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	defer a.Close()
 	start := time.Now()
 	stamp := func() string { return fmt.Sprintf("[%6.2fs]", time.Since(start).Seconds()) }
-	out, err := srv.RunFile(ctx, engine.RunRequest{
+	out, err := a.RunFile(ctx, app.RunRequest{
 		File: file, VMID: *vm, Template: *template, Keep: *keep, Params: p, Bench: *bench,
 		Progress: func(format string, args ...any) {
 			fmt.Fprintf(stderr, "%s %s\n", stamp(), fmt.Sprintf(format, args...))

@@ -22,7 +22,7 @@ import (
 
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/engine"
-	"github.com/poligon/poligon/internal/benches"
+	"github.com/poligon/poligon/internal/app"
 )
 
 // common flags of every command that reads the config.
@@ -129,23 +129,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *stdio {
 		transport = "stdio"
 	}
-	srv, closeSrv, err := openServer(cfg, log)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, srv, closeApp, err := openApp(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeSrv()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := srv.LoadScripts(ctx); err != nil {
-		return err
-	}
+	defer closeApp()
 	// A new, changed or removed script adds, replaces or removes its tool.
-	if err := srv.WatchScripts(ctx); err != nil {
+	if err := a.Scripts.Watch(ctx); err != nil {
 		return err
 	}
 	b := engine.BuildInfo()
 	log.Info("poligon starting", "version", b.Version, "commit", b.Commit, "clean", b.Clean, "transport", transport, "benches", len(cfg.Benches), "tools", len(srv.ToolNames()))
-	for name, facts := range srv.BenchFacts() {
+	for name, facts := range a.BenchFacts() {
 		args := []any{"bench", name}
 		for _, k := range slices.Sorted(maps.Keys(facts)) {
 			args = append(args, k, facts[k])
@@ -153,7 +150,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		log.Info("bench", args...)
 	}
 	eyesArgs := []any{}
-	report := srv.EyesReport()
+	report := a.EyesReport()
 	for _, k := range slices.Sorted(maps.Keys(report)) {
 		eyesArgs = append(eyesArgs, k, report[k])
 	}
@@ -161,7 +158,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// libtesseract and its models hold some 50 MB a server that never
 	// reads the screen has no use for (the report above loads nothing).
 	log.Info("eyes", eyesArgs...)
-	for _, p := range srv.Problems() {
+	for _, p := range a.Problems() {
 		log.Warn("not ready", "problem", p)
 	}
 	if *stdio {
@@ -227,29 +224,12 @@ func healthcheck(args []string, stderr io.Writer) error {
 	return nil
 }
 
-// openBench is the composition root's (internal/benches): the one place
-// the binary learns its backends.
-// openServer makes the server every command runs on: the config's benches
-// through the composition root, and its eyes. close releases both.
-func openServer(cfg *config.Config, log *slog.Logger) (*engine.Server, func(), error) {
-	eyes, closeEyes, err := benches.OpenEyes(cfg, log)
+// openApp assembles the app every command runs on, and its MCP door.
+// close releases both.
+func openApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app.App, *engine.Server, func(), error) {
+	a, err := app.Open(ctx, cfg, app.Options{Log: log, Reserved: engine.BuiltinNames()})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	srv, err := engine.New(cfg, engine.Options{Logger: log, OpenBench: openBench(benches.NewRoot()), Eyes: eyes})
-	if err != nil {
-		closeEyes()
-		return nil, nil, err
-	}
-	return srv, func() { srv.Close(); closeEyes() }, nil
-}
-
-func openBench(root *benches.Root) func(config.Bench, *slog.Logger) (engine.Bench, error) {
-	return func(bc config.Bench, log *slog.Logger) (engine.Bench, error) {
-		b, err := root.Open(bc, log)
-		if err != nil {
-			return nil, err // not a typed nil inside an interface
-		}
-		return b, nil
-	}
+	return a, engine.New(a), a.Close, nil
 }

@@ -13,9 +13,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/poligon/poligon/engine"
+	"github.com/poligon/poligon/engine/stand"
+	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/app"
+	"github.com/poligon/poligon/internal/store"
 )
 
 const standUsage = `usage: poligon stand VERB [args] [flags]
@@ -28,7 +30,7 @@ const standUsage = `usage: poligon stand VERB [args] [flags]
   destroy NAME [--force]          destroy the stand's VMs (--force stops a build first)
   compile PLAN.json               print the JavaScript module the plan compiles to
 
-The same tools an agent calls (stand_plan, stand_apply, ...), run in this process as the config's owner.
+The stand service behind the stand_* tools, run in this process as the config's owner.
 `
 
 // standCmd: poligon stand VERB ..., the stand tools at a terminal.
@@ -59,27 +61,32 @@ func standCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	cfg.Server.Toolsets = []string{"stand"} // the command's own tools, whatever a server offers
 	// Ctrl-C (or a stop) interrupts a build here as a server's shutdown
 	// does: the stand is left interrupted, for --resume.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log := newLogger(stderr, "warn")
-	srv, closeSrv, err := openServer(cfg, log)
+	a, err := app.Open(ctx, cfg, app.Options{Log: newLogger(stderr, "warn"), Reserved: engine.BuiltinNames()})
 	if err != nil {
 		return err
 	}
-	defer closeSrv()
-	if err := srv.LoadScripts(ctx); err != nil {
-		return err
+	defer a.Close()
+	benchName := *bench
+	if benchName == "" {
+		benchName = cfg.DefaultBench
 	}
+	who, err := a.Caller(ctx, a.Local(), benchName)
+	if err != nil {
+		return printToolError(stderr, err)
+	}
+	stands := a.Stands
+	var out any
 	switch verb {
 	case "compile":
 		plan, err := os.ReadFile(pos[0])
 		if err != nil {
 			return err
 		}
-		js, err := srv.CompileStand(ctx, plan, *bench)
+		js, err := stands.CompilePlan(ctx, who, benchName, plan)
 		if err != nil {
 			return printToolError(stderr, err)
 		}
@@ -87,109 +94,117 @@ func standCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	case "plan":
 		if *prompt {
-			p, err := srv.StandPrompt(ctx, *bench)
+			p, err := stands.Prompt(ctx, who, benchName)
 			if err != nil {
 				return printToolError(stderr, err)
 			}
 			fmt.Fprintln(stdout, p)
 			return nil
 		}
+		ans, err := stands.Plan(ctx, who, benchName, pos[0])
+		if err != nil {
+			return printToolError(stderr, err)
+		}
+		if !ans.OK || !ans.Valid {
+			fmt.Fprintln(stderr, jsonText(ans))
+			return exitError(1)
+		}
+		out = ans
+	case "status":
+		name := ""
+		if len(pos) == 1 {
+			name = pos[0]
+		}
+		if out, err = stands.Status(ctx, who, benchName, name); err != nil {
+			return printToolError(stderr, err)
+		}
+	case "destroy":
+		d, err := stands.Destroy(ctx, who, benchName, pos[0], *force)
+		if err != nil {
+			return printToolError(stderr, err)
+		}
+		ans := map[string]any{"ok": len(d.Failed) == 0, "destroyed": append([]int{}, d.VMIDs...), "failed": append([]map[string]any{}, d.Failed...)}
+		if len(d.Failed) > 0 {
+			fmt.Fprintln(stderr, jsonText(ans))
+			return exitError(1)
+		}
+		out = ans
 	case "apply":
 		if !*wait {
-			return applyDetached(ctx, srv, pos, *resume, *bench, os.Args[0], cf, stdout, stderr)
+			return applyDetached(ctx, a, who, benchName, pos, *resume, cf, stdout, stderr)
 		}
-	}
-
-	cs, closeCS, err := inProcessClient(ctx, srv)
-	if err != nil {
-		return err
-	}
-	defer closeCS()
-	call := func(tool string, targs map[string]any) (string, bool, error) {
-		if *bench != "" {
-			targs["bench"] = *bench
-		}
-		return callText(ctx, cs, tool, targs)
-	}
-	var out string
-	var failed bool
-	switch verb {
-	case "plan":
-		out, failed, err = call("stand_plan", map[string]any{"goal": pos[0]})
-	case "status":
-		targs := map[string]any{}
-		if len(pos) == 1 {
-			targs["stand"] = pos[0]
-		}
-		out, failed, err = call("stand_status", targs)
-	case "destroy":
-		out, failed, err = call("stand_destroy", map[string]any{"stand": pos[0], "confirm": true, "force": *force})
-	case "apply":
-		targs, err := applyArgs(pos, *resume)
+		req, err := applyRequest(pos, *resume, benchName)
 		if err != nil {
 			return err
 		}
-		out, failed, err = call("stand_apply", targs)
-		if err != nil || failed {
-			break
+		name, err := stands.Apply(ctx, who, a.Local(), req)
+		if err != nil {
+			return printToolError(stderr, err)
 		}
-		var started struct{ Stand string }
-		json.Unmarshal([]byte(out), &started)
-		fmt.Fprintln(stderr, strings.TrimSpace(out))
-		return followStand(ctx, func() (string, bool, error) {
-			return call("stand_status", map[string]any{"stand": started.Stand})
+		fmt.Fprintf(stderr, "{\"ok\": true, \"stand\": %q, \"status\": \"running\"}\n", name)
+		return followStand(ctx, func() (stand.View, error) {
+			v, err := stands.Status(ctx, who, benchName, name)
+			if err != nil {
+				return stand.View{}, err
+			}
+			return v.(stand.View), nil
 		}, stdout, stderr)
 	}
-	if err != nil {
-		return err
-	}
-	if failed {
-		fmt.Fprintln(stderr, out)
-		return exitError(1)
-	}
-	fmt.Fprintln(stdout, out)
+	fmt.Fprintln(stdout, jsonText(out))
 	return nil
 }
 
+// printToolError prints an error as a tool answers it: error: ... and a
+// hint: ... line.
 func printToolError(stderr io.Writer, err error) error {
-	fmt.Fprintln(stderr, engine.ErrorText(err))
+	fmt.Fprintf(stderr, "error: %v\n", err)
+	if hint := hostapi.HintOf(err); hint != "" {
+		fmt.Fprintf(stderr, "hint: %s\n", hint)
+	}
 	return exitError(1)
 }
 
-// applyArgs are stand_apply's arguments from the command line.
-func applyArgs(pos []string, resume string) (map[string]any, error) {
+// jsonText is an answer as the stand tools give it: indented JSON.
+func jsonText(v any) string {
+	raw, _ := json.MarshalIndent(v, "", "  ")
+	return string(raw)
+}
+
+// applyRequest is the Apply of the command line: a plan file, or a stand
+// to resume.
+func applyRequest(pos []string, resume, bench string) (stand.Apply, error) {
 	if resume != "" {
-		return map[string]any{"stand": resume, "resume": true}, nil
+		return stand.Apply{Stand: resume, Resume: true, Bench: bench}, nil
 	}
 	plan, err := os.ReadFile(pos[0])
 	if err != nil {
-		return nil, err
+		return stand.Apply{}, err
 	}
 	if !json.Valid(plan) {
 		// Passed as a string, so the validator answers as it does to a model.
-		return map[string]any{"plan": string(plan)}, nil
+		plan, _ = json.Marshal(string(plan))
 	}
-	return map[string]any{"plan": json.RawMessage(plan)}, nil
+	return stand.Apply{Plan: plan, Bench: bench}, nil
 }
 
 // applyDetached checks the plan here, then hands the build to a detached
 // `poligon stand apply --wait` whose output goes to a log beside the
 // store, and answers once that process has recorded the stand.
-func applyDetached(ctx context.Context, srv *engine.Server, pos []string, resume, bench, self string, cf *configFlags, stdout, stderr io.Writer) error {
+func applyDetached(ctx context.Context, a *app.App, who *hostapi.Caller, bench string, pos []string, resume string, cf *configFlags, stdout, stderr io.Writer) error {
 	name := resume
 	if resume == "" {
 		plan, err := os.ReadFile(pos[0])
 		if err != nil {
 			return err
 		}
-		if _, err := srv.CompileStand(ctx, plan, bench); err != nil {
+		if _, err := a.Stands.CompilePlan(ctx, who, bench, plan); err != nil {
 			return printToolError(stderr, err)
 		}
 		var p struct{ Name string }
 		json.Unmarshal(plan, &p)
 		name = p.Name
 	}
-	stateDir := srv.Config().StateDir
+	stateDir := a.Config.StateDir
 	if stateDir == "" {
 		return printToolError(stderr, fmt.Errorf("stands need a state directory (state_dir in the config, or POLIGON_STATE)"))
 	}
@@ -216,7 +231,7 @@ func applyDetached(ctx context.Context, srv *engine.Server, pos []string, resume
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		exe = self
+		exe = os.Args[0]
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -241,7 +256,7 @@ func applyDetached(ctx context.Context, srv *engine.Server, pos []string, resume
 			return exitError(1)
 		case <-time.After(300 * time.Millisecond):
 		}
-		if pid := cmd.Process.Pid; srv.StandBuiltBy(ctx, bench, name, pid) {
+		if pid := cmd.Process.Pid; a.Stands.BuiltBy(ctx, who, bench, name, pid) {
 			cmd.Process.Release()
 			fmt.Fprintf(stdout, "{\"ok\": true, \"stand\": %q, \"status\": \"running\"}\n", name)
 			fmt.Fprintf(stderr, "building in the background (pid %d, log %s); follow with: poligon stand status %s\n", pid, logPath, name)
@@ -250,22 +265,15 @@ func applyDetached(ctx context.Context, srv *engine.Server, pos []string, resume
 	}
 }
 
-// followStand polls stand_status and prints each machine's progress as it
-// changes, until the stand stops; the exit status says how it ended.
-func followStand(ctx context.Context, status func() (string, bool, error), stdout, stderr io.Writer) error {
+// followStand reads the stand's status every second and prints each
+// machine's progress as it changes, until the stand stops; the exit status
+// says how it ended.
+func followStand(ctx context.Context, status func() (stand.View, error), stdout, stderr io.Writer) error {
 	last := map[string]string{}
 	for {
-		out, failed, err := status()
+		v, err := status()
 		if err != nil {
-			return err
-		}
-		if failed {
-			fmt.Fprintln(stderr, out)
-			return exitError(1)
-		}
-		var v engine.StandView
-		if err := json.Unmarshal([]byte(out), &v); err != nil {
-			return err
+			return printToolError(stderr, err)
 		}
 		for _, m := range v.Machines {
 			line := machineLine(m)
@@ -274,9 +282,9 @@ func followStand(ctx context.Context, status func() (string, bool, error), stdou
 				fmt.Fprintf(stderr, "%6.1fs  %s\n", v.Seconds, line)
 			}
 		}
-		if v.Status != "running" {
-			fmt.Fprintln(stdout, out)
-			if v.Status != "done" {
+		if v.Status != store.StandRunning {
+			fmt.Fprintln(stdout, jsonText(v))
+			if v.Status != store.StandDone {
 				return exitError(1)
 			}
 			return nil
@@ -290,7 +298,7 @@ func followStand(ctx context.Context, status func() (string, bool, error), stdou
 }
 
 // machineLine is one machine's state in a line.
-func machineLine(m engine.MachineView) string {
+func machineLine(m stand.MachineView) string {
 	b := &strings.Builder{}
 	fmt.Fprintf(b, "%-10s %-9s", m.Role, m.Status)
 	if m.VMID != 0 {
@@ -313,34 +321,4 @@ func machineLine(m engine.MachineView) string {
 		fmt.Fprintf(b, "\n           %s", m.Error)
 	}
 	return b.String()
-}
-
-// inProcessClient connects an MCP client to srv in this process.
-func inProcessClient(ctx context.Context, srv *engine.Server) (*mcp.ClientSession, func(), error) {
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.MCP().Connect(ctx, st, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "poligon-cli", Version: engine.Version}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		ss.Close()
-		return nil, nil, err
-	}
-	return cs, func() { cs.Close(); ss.Close() }, nil
-}
-
-// callText calls a tool and answers its text and whether it failed.
-func callText(ctx context.Context, cs *mcp.ClientSession, tool string, args map[string]any) (string, bool, error) {
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		return "", false, err
-	}
-	var out []string
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			out = append(out, t.Text)
-		}
-	}
-	return strings.Join(out, "\n"), res.IsError, nil
 }

@@ -2,8 +2,9 @@
 // (embedded in the binary) and those of the watched scripts directory,
 // compiled with the runtime their extension names, checked against each
 // other, reloaded when the directory changes, and run on a VM with a
-// transcript. The engine sees it through Tools: the catalog says which tool
-// scripts come and go, and the engine turns them into MCP tools.
+// transcript. The MCP server hears of it through Tools (Subscribe): the
+// catalog says which tool scripts come and go, and the server turns them
+// into MCP tools.
 package catalog
 
 import (
@@ -38,15 +39,14 @@ type Script struct {
 // Manifest answers what the script declares.
 func (s *Script) Manifest() runtime.Manifest { return s.Module.Manifest() }
 
-// Tools is what the catalog tells its user (the engine) about tool scripts
-// as they load, change and go. All three are called with no lock held.
+// Tools is what the catalog tells its subscriber (the MCP server) about
+// tool scripts as they load, change and go. Both are called with no lock
+// held.
 type Tools interface {
 	// AddScript registers (or replaces) the tool vm_<name> of sc.
 	AddScript(sc *Script)
 	// RemoveScript unregisters the tool vm_<name>.
 	RemoveScript(name string)
-	// SetProblem records (or with "" clears) a readiness problem.
-	SetProblem(source, problem string)
 }
 
 // Options configure a catalog.
@@ -57,8 +57,9 @@ type Options struct {
 	Limits   runtime.Limits
 	// Reserved lists tool names scripts may not take (the built-in tools).
 	Reserved map[string]bool
-	// Tools hears of tool scripts; nil for `poligon check` and replay.
-	Tools Tools
+	// Problems records (or with "" clears) a readiness problem: a file of
+	// the directory that does not load. Nil: the log alone says it.
+	Problems func(source, problem string)
 }
 
 // maxRecipeDepth bounds recipe nesting (a script calling a recipe calling a
@@ -67,7 +68,7 @@ const maxRecipeDepth = 3
 
 // Catalog is every loaded script. Make it with Open.
 type Catalog struct {
-	tools    Tools // nil: no tools (check, replay)
+	problems func(source, problem string) // nil: none kept
 	log      *slog.Logger
 	wasm     *wasm.Engine
 	dir      string // the watched directory; "" for none
@@ -77,11 +78,12 @@ type Catalog struct {
 
 	retrying bool // rescan is trying failed files again (rescans do not overlap)
 
-	mu       sync.RWMutex
-	byName   map[string]*Script
-	shipped  map[string]*Script // by name, as embedded
-	byFile   map[string]*Script // the directory's scripts by path
-	problems map[string]error   // by file
+	mu      sync.RWMutex
+	tools   Tools // the subscriber; nil: none yet (check, replay, the CLI)
+	byName  map[string]*Script
+	shipped map[string]*Script // by name, as embedded
+	byFile  map[string]*Script // the directory's scripts by path
+	failed  map[string]error   // the directory's files that did not load, by file
 }
 
 // source is one file to load.

@@ -54,7 +54,7 @@ func Check(ctx context.Context, dir, stateDir string, reserved map[string]bool, 
 	}
 	var out []ScriptReport
 	for _, src := range srcs {
-		r := ScriptReport{File: src.file, Problem: ss.problems[src.file]}
+		r := ScriptReport{File: src.file, Problem: ss.failed[src.file]}
 		if sc, ok := ss.byFile[src.file]; ok && r.Problem == nil {
 			r.Name, r.Kind = sc.Name, "recipe"
 			if sc.Manifest().Tool {

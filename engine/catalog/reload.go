@@ -27,20 +27,33 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	ss := &Catalog{tools: opts.Tools, log: opts.Logger, wasm: engine, dir: opts.Dir, stateDir: opts.StateDir,
+	ss := &Catalog{problems: opts.Problems, log: opts.Logger, wasm: engine, dir: opts.Dir, stateDir: opts.StateDir,
 		limits: opts.Limits, reserved: opts.Reserved,
-		byName: map[string]*Script{}, shipped: map[string]*Script{}, byFile: map[string]*Script{}, problems: map[string]error{}}
+		byName: map[string]*Script{}, shipped: map[string]*Script{}, byFile: map[string]*Script{}, failed: map[string]error{}}
 	if err := ss.loadShipped(ctx); err != nil {
 		engine.Close(ctx)
 		return nil, err
 	}
-	for _, sc := range ss.shipped {
-		if sc.Manifest().Tool {
-			ss.addTool(sc)
-		}
-	}
 	ss.rescan(ctx)
 	return ss, nil
+}
+
+// Subscribe makes t hear of tool scripts: at once of every one loaded, then
+// of each that comes, changes or goes. One subscriber at a time (the MCP
+// server); a new one replaces the last.
+func (ss *Catalog) Subscribe(t Tools) {
+	ss.mu.Lock()
+	ss.tools = t
+	var loaded []*Script
+	for _, sc := range ss.byName {
+		if sc.Manifest().Tool {
+			loaded = append(loaded, sc)
+		}
+	}
+	ss.mu.Unlock()
+	for _, sc := range loaded {
+		t.AddScript(sc)
+	}
 }
 
 // Close releases the compiled Wasm modules.
@@ -192,8 +205,8 @@ func (ss *Catalog) apply(next map[string]*Script, problems map[string]error) int
 	ss.mu.Lock()
 	old := ss.byName
 	ss.byName, ss.byFile = set, next
-	oldProblems := ss.problems
-	ss.problems = problems
+	oldProblems := ss.failed
+	ss.failed = problems
 	ss.mu.Unlock()
 
 	changed := 0
@@ -227,22 +240,29 @@ func (ss *Catalog) apply(next map[string]*Script, problems map[string]error) int
 	return changed
 }
 
-// The hooks of Tools; a catalog without (check, replay) has no tools.
+// The subscriber's hooks; a catalog without one (check, replay) has no
+// tools.
+func (ss *Catalog) subscriber() Tools {
+	ss.mu.RLock()
+	defer ss.mu.RUnlock()
+	return ss.tools
+}
+
 func (ss *Catalog) addTool(sc *Script) {
-	if ss.tools != nil {
-		ss.tools.AddScript(sc)
+	if t := ss.subscriber(); t != nil {
+		t.AddScript(sc)
 	}
 }
 
 func (ss *Catalog) removeTool(name string) {
-	if ss.tools != nil {
-		ss.tools.RemoveScript(name)
+	if t := ss.subscriber(); t != nil {
+		t.RemoveScript(name)
 	}
 }
 
 func (ss *Catalog) setProblem(source, problem string) {
-	if ss.tools != nil {
-		ss.tools.SetProblem(source, problem)
+	if ss.problems != nil {
+		ss.problems(source, problem)
 	}
 }
 

@@ -9,19 +9,11 @@ import (
 	"time"
 )
 
-// Stand statuses.
-const (
-	StandRunning     = "running"     // a builder works on it
-	StandDone        = "done"        // every machine built and snapshotted
-	StandFailed      = "failed"      // a step failed, or it was destroyed while building
-	StandInterrupted = "interrupted" // its builder went away (a restart); resume continues it
-)
-
 // Stand is one stand of an owner on a bench: its plan, the script compiled
 // from it, and how far each machine got.
 type Stand struct {
 	Bench, Owner, Name string
-	Status             string
+	Status             StandStatus
 	Plan               json.RawMessage // the plan as applied
 	Script             string          // the compiled module
 	Machines           []StandMachine
@@ -38,18 +30,18 @@ type Stand struct {
 
 // StandMachine is one machine's progress.
 type StandMachine struct {
-	Role     string       `json:"role"`
-	Template string       `json:"template"`
-	Needs    []string     `json:"needs,omitempty"`
-	VMID     int          `json:"vmid,omitempty"`
-	Node     string       `json:"node,omitempty"`
-	IP       string       `json:"ip,omitempty"`
-	Status   string       `json:"status"` // pending, cloning, booting, waiting, steps, snapshot, done, failed
-	Steps    []StandStep  `json:"steps"`
-	Started  time.Time    `json:"started,omitzero"`
-	Ended    time.Time    `json:"ended,omitzero"`
-	Error    string       `json:"error,omitempty"`
-	Phases   []StandPhase `json:"phases,omitempty"`
+	Role     string        `json:"role"`
+	Template string        `json:"template"`
+	Needs    []string      `json:"needs,omitempty"`
+	VMID     int           `json:"vmid,omitempty"`
+	Node     string        `json:"node,omitempty"`
+	IP       string        `json:"ip,omitempty"`
+	Status   MachineStatus `json:"status"`
+	Steps    []StandStep   `json:"steps"`
+	Started  time.Time     `json:"started,omitzero"`
+	Ended    time.Time     `json:"ended,omitzero"`
+	Error    string        `json:"error,omitempty"`
+	Phases   []StandPhase  `json:"phases,omitempty"`
 	// Transcript is the last run of its steps (the compiled module's).
 	Transcript string `json:"transcript,omitempty"`
 }
@@ -66,9 +58,9 @@ type StandStep struct {
 // StandPhase is a timed part of a machine's build (clone, boot, steps,
 // snapshot): what the benchmarks and the status view read.
 type StandPhase struct {
-	Name    string    `json:"name"`
-	Started time.Time `json:"started"`
-	Ended   time.Time `json:"ended,omitzero"`
+	Name    MachineStatus `json:"name"`
+	Started time.Time     `json:"started"`
+	Ended   time.Time     `json:"ended,omitzero"`
 }
 
 // StandsBusyError refuses a new build: the owner has max building already.
@@ -84,7 +76,8 @@ func (e *StandsBusyError) Error() string {
 // StandExistsError refuses a stand whose name is taken by one the store
 // still knows.
 type StandExistsError struct {
-	Name, Status string
+	Name   string
+	Status StandStatus
 }
 
 func (e *StandExistsError) Error() string {
@@ -145,7 +138,12 @@ func (s *Store) UpdateStand(ctx context.Context, bench, owner, name string, now 
 		if !ok {
 			return ErrNoStand
 		}
+		before := st
+		before.Machines = append([]StandMachine(nil), st.Machines...)
 		if err := fn(&st); err != nil {
+			return err
+		}
+		if err := checkMoves(before, st); err != nil {
 			return err
 		}
 		st.Updated = now

@@ -1,9 +1,9 @@
-// Package benches is poligon's composition root: it turns each [[bench]] of
-// the config into a live backend (the local QEMU driver, a Proxmox cluster)
-// behind hostapi.Bench. It is the one place that knows every backend: the
-// engine and hostapi see only the Bench interface, so cmd/poligon and the
-// tests wire benches in and nothing above the backends imports them.
-package benches
+package app
+
+// The benches: each [[bench]] of the config turned into a live backend (the
+// local QEMU driver, a Proxmox cluster, a physical machine) behind
+// hostapi.Bench. This is the one place that knows every backend: hostapi and
+// the doors see only the Bench interface.
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"github.com/poligon/poligon/hostapi"
 )
 
-// Bench is a configured bench: hostapi.Bench, plus what the server asks of
-// it for /readyz, /metrics and shutdown.
+// Bench is a configured bench: hostapi.Bench, plus what the doors ask of it
+// for readiness, metrics and shutdown. The one declaration of it.
 type Bench interface {
 	hostapi.Bench
 	// Problems lists what keeps the bench from serving (for /readyz).

@@ -1,4 +1,4 @@
-package benches
+package app
 
 import (
 	"encoding/json"
@@ -65,4 +65,37 @@ func OpenEyes(cfg *config.Config, log *slog.Logger) (eyes *hostapi.Eyes, close f
 		return nil, nil, err
 	}
 	return e, close, nil
+}
+
+// EyesReport answers which eyes this instance has, for /readyz and the
+// startup log. Unavailable OCR is reported, not a readiness problem: a
+// server whose users never read the screen serves as configured without
+// tesseract. It loads nothing.
+func (a *App) EyesReport() map[string]any {
+	e := a.Env.Eyes
+	out := map[string]any{"ocr": false, "vision": false, "grounding": false, "see_always": false}
+	if e == nil {
+		return out
+	}
+	if e.OCR != nil {
+		if err := e.OCR.Available(); err != nil {
+			out["ocr_unavailable"] = err.Error()
+		} else {
+			out["ocr"] = true
+			out["ocr_languages"] = e.OCR.Languages()
+		}
+	}
+	out["vision"] = e.Vision != nil
+	out["grounding"] = e.Grounding != nil || e.Vision != nil
+	out["see_always"] = e.SeeAlways
+	return out
+}
+
+// eyesProblems are the eyes' readiness problems: see-always without a
+// vision model cannot serve as configured (config check refuses it too).
+func (a *App) eyesProblems() []string {
+	if e := a.Env.Eyes; e != nil && e.SeeAlways && e.Vision == nil {
+		return []string{"see_always is on but no vision model is configured"}
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package engine
+package app
 
 import (
 	"context"
@@ -27,64 +27,56 @@ type RunRequest struct {
 	Progress func(format string, args ...any) // what the command is doing around the run
 }
 
-// RunFile runs a script file on a VM from a terminal: the scripts and
-// recipes are loaded as the server loads them, then the file on top.
-// RunOutcome is a finished script run.
-type RunOutcome = catalog.RunOutcome
-
-func (s *Server) RunFile(ctx context.Context, req RunRequest) (RunOutcome, error) {
-	if s.scripts == nil {
-		if err := s.LoadScripts(ctx); err != nil {
-			return RunOutcome{}, err
-		}
-	}
+// RunFile runs a script file on a VM as the config's owner (`poligon
+// run`): the file is loaded on top of the app's scripts and recipes.
+func (a *App) RunFile(ctx context.Context, req RunRequest) (catalog.RunOutcome, error) {
 	say := req.Progress
 	if say == nil {
 		say = func(string, ...any) {}
 	}
 	data, err := os.ReadFile(req.File)
 	if err != nil {
-		return RunOutcome{}, err
+		return catalog.RunOutcome{}, err
 	}
-	sc, err := s.scripts.Prepare(ctx, req.File, data)
+	sc, err := a.Scripts.Prepare(ctx, req.File, data)
 	if err != nil {
-		return RunOutcome{}, err
+		return catalog.RunOutcome{}, err
 	}
 
-	who, err := s.Caller(ctx, localCaller(s.cfg).creds, req.Bench)
+	who, err := a.Caller(ctx, a.Local(), req.Bench)
 	if err != nil {
-		return RunOutcome{}, err
+		return catalog.RunOutcome{}, err
 	}
 	vmid := req.VMID
 	if req.Template != "" {
-		vmid, err = s.freshVM(ctx, who, req.Template, sc.Name, say)
+		vmid, err = a.freshVM(ctx, who, req.Template, sc.Name, say)
 		// The clone is destroyed however the run ends (unless --keep): a
 		// failed boot or a Ctrl-C must not leave it running.
 		if vmid != 0 && !req.Keep {
 			defer func() {
 				if v, release, err := who.LockVM(context.Background(), vmid); err == nil {
 					say("destroying vmid %d (--keep keeps it)", vmid)
-					v.Destroy(context.Background(), 50)
+					v.Destroy(context.Background(), 50*time.Second)
 					release()
 				}
 			}()
 		}
 		if err != nil {
-			return RunOutcome{}, err
+			return catalog.RunOutcome{}, err
 		}
 	}
 	v, release, err := who.LockVM(ctx, vmid)
 	if err != nil {
-		return RunOutcome{}, err
+		return catalog.RunOutcome{}, err
 	}
 	defer release()
 	who.ForScript()
 	say("running %s on vmid %d (%s)", sc.Name, vmid, v.Info().Name)
-	out, err := s.scripts.Run(ctx, v, sc, req.Params, req.Hooks)
-	if err == nil && out.Shot != nil && s.cfg.EvidenceDir != "" {
+	out, err := a.Scripts.Run(ctx, v, sc, req.Params, req.Hooks)
+	if err == nil && out.Shot != nil && a.Config.EvidenceDir != "" {
 		path := fmt.Sprintf("run-%s-vm%d-%s.png", sc.Name, vmid, time.Now().UTC().Format("20060102-150405"))
 		if saved, serr := who.SaveShot(*out.Shot, path); serr == nil {
-			say("saved the last screenshot as %s", filepath.Join(s.cfg.EvidenceDir, saved))
+			say("saved the last screenshot as %s", filepath.Join(a.Config.EvidenceDir, saved))
 		}
 	}
 	return out, err
@@ -93,7 +85,7 @@ func (s *Server) RunFile(ctx context.Context, req RunRequest) (RunOutcome, error
 // freshVM clones a template (by name or vmid), starts it and waits for its
 // guest agent. Once the clone exists its vmid is answered, with or without
 // an error, so the caller can remove it.
-func (s *Server) freshVM(ctx context.Context, who *hostapi.Caller, template, script string, say func(string, ...any)) (int, error) {
+func (a *App) freshVM(ctx context.Context, who *hostapi.Caller, template, script string, say func(string, ...any)) (int, error) {
 	tpls, err := who.Templates(ctx)
 	if err != nil {
 		return 0, err
@@ -109,33 +101,13 @@ func (s *Server) freshVM(ctx context.Context, who *hostapi.Caller, template, scr
 	}
 	name := fmt.Sprintf("run-%s-%d", strings.ReplaceAll(script, "_", "-"), time.Now().Unix()%1000000)
 	say("cloning %s as %s", template, who.VMName(name))
-	res, err := who.Clone(ctx, tid, name, false, "", 50*time.Second)
-	if err != nil {
-		return 0, err
+	p, err := who.Provision(ctx, hostapi.Provision{
+		Clone:     hostapi.CloneSpec{Template: tid, Name: name, Wait: 5 * time.Minute},
+		AgentWait: 5 * time.Minute,
+		Booting:   func() error { say("starting %s", who.VMName(name)); return nil },
+	})
+	if err == nil {
+		say("booted in %.1f s", p.Booted.Seconds())
 	}
-	if err := res.Task.Err(); err != nil {
-		return res.VMID, err
-	}
-	v, release, err := who.LockVM(ctx, res.VMID)
-	if err != nil {
-		return res.VMID, err
-	}
-	defer release()
-	say("starting vmid %d", res.VMID)
-	if r, err := v.Start(ctx, 50*time.Second); err != nil {
-		return res.VMID, err
-	} else if err := r.Err(); err != nil {
-		return res.VMID, err
-	}
-	for i := 0; i < 6; i++ {
-		ok, took, err := v.WaitBoot(ctx, 50*time.Second)
-		if err != nil {
-			return res.VMID, err
-		}
-		if ok {
-			say("booted in %.1f s", took.Seconds())
-			return res.VMID, nil
-		}
-	}
-	return res.VMID, hostapi.Failf("look at the VM's console (ui_screenshot) or its serial log", "vmid %d did not boot in 5 minutes", res.VMID)
+	return p.VMID, err
 }

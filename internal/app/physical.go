@@ -1,4 +1,4 @@
-package benches
+package app
 
 import (
 	"context"
