@@ -39,10 +39,12 @@ func (s *Server) scriptTool(sc *catalog.Script) *Tool {
 	if title == "" {
 		title = strings.ToUpper(m.Name[:1]) + strings.ReplaceAll(m.Name[1:], "_", " ") + " (script)"
 	}
+	d := Def{Name: "vm_" + m.Name, Toolset: "scripts", Title: title, Description: m.Description, Summary: firstSentence(m.Description),
+		Effect: runsInGuest("a script: it runs what it was written to run, as root, and types into the screen")}
 	t := &Tool{
-		Name:        "vm_" + m.Name,
-		Description: m.Description,
-		Annotations: titled(runsInGuest, title),
+		Def:         d,
+		Annotations: d.Effect.annotations(title),
+		params:      sp.params,
 		Schema:      shown.schema(),
 		Decode:      func(raw json.RawMessage) (any, error) { return decodeScriptArgs(sp, raw) },
 		VMID:        func(args any) int { return args.(*scriptArgs).VMID },
@@ -51,6 +53,16 @@ func (s *Server) scriptTool(sc *catalog.Script) *Tool {
 		return s.runTool(ctx, c, sc, c.Args.(*scriptArgs))
 	}
 	return t
+}
+
+// firstSentence is a description's first sentence, for the README's row.
+func firstSentence(s string) string {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '.' && s[i+1] == ' ' {
+			return s[:i]
+		}
+	}
+	return strings.TrimSuffix(s, ".")
 }
 
 // decodeScriptArgs checks a script tool's arguments: vmid an integer, every

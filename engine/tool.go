@@ -14,13 +14,28 @@ import (
 	"github.com/poligon/poligon/hostapi"
 )
 
-// Tool is data: a definition the client lists and a handler the server
-// calls. Whether a tool is read-only, destructive or idempotent is declared
-// once, in its annotations.
-type Tool struct {
+// Def is everything that describes a tool, in one place: the MCP
+// definition a client lists, the toolset it is offered in, what it can do
+// to the world and the README's row are all made from it (readme.go).
+type Def struct {
 	Name        string
-	Description string
-	Annotations mcp.ToolAnnotations
+	Toolset     string // the family it is offered in (config.Toolsets)
+	Title       string // for people: the MCP title
+	Description string // for the model: what it does and answers
+	Summary     string // for people: its row in the README's tools table
+	Effect      Effect // its annotations follow from it
+	// Redact lists argument names whose values never reach the audit log
+	// (typed text, file contents, passwords).
+	Redact []string
+	// NoBench: the tool lists benches or storages and opens none, so it
+	// needs no bench's credential (Call.Caller is nil).
+	NoBench bool
+}
+
+// Tool is data: its definition and a handler the server calls.
+type Tool struct {
+	Def
+	Annotations mcp.ToolAnnotations // Effect's, with the title
 	// Schema is the input schema the client sees (bench included).
 	Schema json.RawMessage
 	// Decode checks raw arguments (bench already taken out) and answers the
@@ -28,14 +43,11 @@ type Tool struct {
 	Decode func(raw json.RawMessage) (any, error)
 	// Handle runs a call whose arguments were already checked.
 	Handle func(ctx context.Context, c *Call) (*mcp.CallToolResult, error)
-	// Redact lists argument names whose values never reach the audit log
-	// (typed text, file contents, passwords).
-	Redact []string
 	// VMID answers the vmid a call acts on, for the audit log (0: none).
 	VMID func(args any) int
-	// NoBench: the tool lists benches or storages and opens none, so it
-	// needs no bench's credential (Call.Caller is nil).
-	NoBench bool
+	// params are the arguments Schema shows (bench left out), for the
+	// README's row.
+	params []param
 	// bound, where set, renders Schema and Decode within the server's
 	// limits (its waits up to max_wait); newTool's tools have it.
 	bound func(limits)
@@ -69,16 +81,17 @@ var benchParam = param{name: "bench", kind: "string", desc: "which bench to run 
 
 // newTool builds a tool from a typed handler: In is the argument struct
 // whose tags declare the input (see schema.go).
-func newTool[In any](name, desc string, ann mcp.ToolAnnotations, handle func(ctx context.Context, c *Call, in *In) (*mcp.CallToolResult, error)) *Tool {
+func newTool[In any](d Def, handle func(ctx context.Context, c *Call, in *In) (*mcp.CallToolResult, error)) *Tool {
 	declared := specOf(reflect.TypeFor[In]())
 	t := &Tool{
-		Name: name, Description: desc, Annotations: ann,
+		Def: d, Annotations: d.Effect.annotations(d.Title),
 		Handle: func(ctx context.Context, c *Call) (*mcp.CallToolResult, error) {
 			return handle(ctx, c, c.Args.(*In))
 		},
 	}
 	t.bound = func(l limits) {
 		sp := declared.within(l)
+		t.params = sp.params
 		t.Schema = spec{params: append(append([]param{}, sp.params...), benchParam)}.schema()
 		t.Decode = func(raw json.RawMessage) (any, error) {
 			in := new(In)
@@ -174,29 +187,6 @@ func withImage(res *mcp.CallToolResult, data []byte, mime string) *mcp.CallToolR
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// Annotation sets, by the policy annotations_test.go states for every tool:
-// read-only changes no machine (no VM, no bench, not the server's disk);
-// destructive can lose data or state (a file's content, a VM's unsaved
-// state, work open in a desktop); idempotent: a second identical call
-// changes nothing more; open world: what it makes the guest do can reach
-// beyond the bench (the guest's network).
-var (
-	readOnly              = mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false), DestructiveHint: ptr(false)}
-	mutating              = mcp.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}
-	idempotent            = mcp.ToolAnnotations{DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}
-	destructive           = mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)}
-	destructiveIdempotent = mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}
-	// runsInGuest: a command or input the caller chose, run as root or as
-	// the desktop user; anything may follow.
-	runsInGuest = mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}
-)
-
-// titled is an annotation set with the tool's human title.
-func titled(ann mcp.ToolAnnotations, title string) mcp.ToolAnnotations {
-	ann.Title = title
-	return ann
-}
 
 // secs is a tool argument's seconds as a duration (hostapi's unit).
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

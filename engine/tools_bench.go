@@ -47,23 +47,33 @@ type benchMediaArgs struct {
 type storageListArgs struct{}
 
 func benchTools() []*Tool {
-	// The listings open no bench: a caller the default bench refuses may
-	// still learn which benches it may use.
-	status := newTool("bench_status", "The benches as TSV: name, type, api, whether you may use it, lease, power state, description.",
-		titled(readOnly, "List the benches"), benchStatus)
-	storages := newTool("storage_list", "The storages install images come from (bench_media) as TSV: name, type, address, user, description.",
-		titled(readOnly, "List the storages"), storageList)
-	status.NoBench, storages.NoBench = true, true
 	return []*Tool{
-		status,
-		newTool("bench_lease", "Lease a physical bench so nobody else uses it; refused while another holds it. A rental bench's tools need your lease.",
-			titled(mutating, "Lease a bench"), benchLease),
-		newTool("bench_release", "End your lease of a bench.", titled(idempotent, "Release a bench"), benchRelease),
-		newTool("bench_power", "Power a physical machine. What is allowed is the bench operator's choice; some ask for confirm=true or a human's approval.",
-			titled(destructive, "Power a physical machine"), benchPower),
-		newTool("bench_media", "Virtual media of a physical machine: list images, mount one as CD or flash drive (from the device or an http storage), eject.",
-			titled(destructive, "Virtual media"), benchMedia),
-		storages,
+		// The listings open no bench: a caller the default bench refuses may
+		// still learn which benches it may use.
+		newTool(Def{Name: "bench_status", Toolset: "bench", Title: "List the benches", NoBench: true,
+			Description: "The benches as TSV: name, type, api, whether you may use it, lease, power state, description.",
+			Summary:     "The benches: TSV name, type, api, whether you may use it, lease, power (physical machines), description",
+			Effect:      readOnly("lists the benches, their leases and power states")}, benchStatus),
+		newTool(Def{Name: "bench_lease", Toolset: "bench", Title: "Lease a bench",
+			Description: "Lease a physical bench so nobody else uses it; refused while another holds it. A rental bench's tools need your lease.",
+			Summary:     "Lease a physical bench (extends your own); refused while another holds it, naming the holder and the end",
+			Effect:      additive("takes or extends a lease: nothing is lost")}, benchLease),
+		newTool(Def{Name: "bench_release", Toolset: "bench", Title: "Release a bench",
+			Description: "End your lease of a bench.",
+			Summary:     "End your lease of a bench",
+			Effect:      additiveOnce("ends the caller's own lease")}, benchRelease),
+		newTool(Def{Name: "bench_power", Toolset: "bench", Title: "Power a physical machine",
+			Description: "Power a physical machine. What is allowed is the bench operator's choice; some ask for confirm=true or a human's approval.",
+			Summary:     "A physical machine's power: `status`, `on`, `off` (graceful), `off-hard`, `reset`, `cycle`; a BMC's answer waits (up to 30 s) for the state to follow, and says `accepted` when it has not yet",
+			Effect:      destructive("powers a physical machine off or resets it")}, benchPower),
+		newTool(Def{Name: "bench_media", Toolset: "bench", Title: "Virtual media",
+			Description: "Virtual media of a physical machine: list images, mount one as CD or flash drive (from the device or an http storage), eject.",
+			Summary:     "Virtual media: `list`, `mount` (an image on the device, or fetched from an http storage; `cd` or `flash`), `eject`",
+			Effect:      destructive("swaps the installer media under a machine that may be reading it")}, benchMedia),
+		newTool(Def{Name: "storage_list", Toolset: "bench", Title: "List the storages", NoBench: true,
+			Description: "The storages install images come from (bench_media) as TSV: name, type, address, user, description.",
+			Summary:     "The storages install images live on: TSV name, type, address, user, description",
+			Effect:      readOnly("lists the configured storages")}, storageList),
 	}
 }
 

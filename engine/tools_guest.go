@@ -53,18 +53,28 @@ type fileWriteArgs struct {
 }
 
 func guestTools() []*Tool {
-	write := newTool("vm_file_write", "Write a file into the guest, replacing it.", titled(destructiveIdempotent, "Write a file in the guest"), fileWrite)
-	write.Redact = []string{"content_base64"}
 	return []*Tool{
-		newTool("vm_exec", "Run a shell command in the guest as root (guest agent): answers exit N, stdout, then stderr after a --- stderr line.",
-			titled(runsInGuest, "Run a shell command"), execTool),
-		newTool("vm_run", "Run a long command detached as root (dist-upgrade, build, reboot): answers done or failed exit N after S s, or running for S s, and its last 20 output lines. The same command again keeps waiting; a finished run is reported, not repeated; a reboot is waited through.",
-			titled(runsInGuest, "Run a long command"), runTool),
-		newTool("vm_exec_gui", "Launch a GUI program detached in the user's desktop session, with its DISPLAY, WAYLAND_DISPLAY, D-Bus and locale: answers whether it runs after 2 s and its first output lines.",
-			titled(runsInGuest, "Launch a GUI program"), execGUI),
-		newTool("vm_file_read", "Read a guest file: text from offset, at most max_bytes (a last line says truncated at N of M: continue with offset=N); a PNG or JPEG as an image.",
-			titled(readOnly, "Read a file from the guest"), fileRead),
-		write,
+		newTool(Def{Name: "vm_exec", Toolset: "vm", Title: "Run a shell command",
+			Description: "Run a shell command in the guest as root (guest agent): answers exit N, stdout, then stderr after a --- stderr line.",
+			Summary:     "Shell command as root, umask 022: `exit N`, stdout, `--- stderr`, stderr",
+			Effect:      runsInGuest("any shell command, as root")}, execTool),
+		newTool(Def{Name: "vm_run", Toolset: "vm", Title: "Run a long command",
+			Description: "Run a long command detached as root (dist-upgrade, build, reboot): answers done or failed exit N after S s, or running for S s, and its last 20 output lines. The same command again keeps waiting; a finished run is reported, not repeated; a reboot is waited through.",
+			Summary:     "A long command detached (survives a reboot); call again to keep waiting",
+			Effect:      runsInGuest("any long command, as root; restart=true runs it again")}, runTool),
+		newTool(Def{Name: "vm_exec_gui", Toolset: "vm", Title: "Launch a GUI program",
+			Description: "Launch a GUI program detached in the user's desktop session, with its DISPLAY, WAYLAND_DISPLAY, D-Bus and locale: answers whether it runs after 2 s and its first output lines.",
+			Summary:     "Launch a program in the user's desktop session",
+			Effect:      runsInGuest("any program, as the desktop user")}, execGUI),
+		newTool(Def{Name: "vm_file_read", Toolset: "vm", Title: "Read a file from the guest",
+			Description: "Read a guest file: text from offset, at most max_bytes (a last line says truncated at N of M: continue with offset=N); a PNG or JPEG as an image.",
+			Summary:     "A window of a file (`… truncated at N of M bytes, continue with offset=N`); PNG/JPEG as an image",
+			Effect:      readOnly("reads a file through the guest agent")}, fileRead),
+		newTool(Def{Name: "vm_file_write", Toolset: "vm", Title: "Write a file in the guest",
+			Description: "Write a file into the guest, replacing it.",
+			Summary:     "Write a file",
+			Effect:      destructiveOnce("replaces the file: its old content is lost"),
+			Redact:      []string{"content_base64"}}, fileWrite),
 	}
 }
 

@@ -44,12 +44,26 @@ type diskAddArgs struct {
 
 func isoTools() []*Tool {
 	return []*Tool{
-		newTool("iso_list", "Installer ISOs on the bench's storage: TSV volid, size.", titled(readOnly, "List installer ISOs"), isoList),
-		newTool("vm_create_iso", "Create a VM <owner>-repro-<name> with empty disks that boots an installer ISO (partitioning, RAID, LUKS bugs). No guest agent until installed: vm_start, then drive the installer with ui_*.",
-			titled(idempotent, "Create a VM from an ISO"), createISO),
-		newTool("vm_eject", "Remove the installer CD so the VM boots from disk.", titled(destructiveIdempotent, "Eject the installer CD"), eject),
-		newTool("vm_disk_resize", "Grow a VM disk.", titled(idempotent, "Grow a disk"), diskResize),
-		newTool("vm_disk_add", "Add empty disks (RAID installs).", titled(mutating, "Add disks"), diskAdd),
+		newTool(Def{Name: "iso_list", Toolset: "iso", Title: "List installer ISOs",
+			Description: "Installer ISOs on the bench's storage: TSV volid, size.",
+			Summary:     "Installer ISOs: TSV volid, size",
+			Effect:      readOnly("lists the storage's ISOs")}, isoList),
+		newTool(Def{Name: "vm_create_iso", Toolset: "iso", Title: "Create a VM from an ISO",
+			Description: "Create a VM <owner>-repro-<name> with empty disks that boots an installer ISO (partitioning, RAID, LUKS bugs). No guest agent until installed: vm_start, then drive the installer with ui_*.",
+			Summary:     "A VM that boots an installer ISO",
+			Effect:      additiveOnce("adds a VM with empty disks; a name that exists is refused")}, createISO),
+		newTool(Def{Name: "vm_eject", Toolset: "iso", Title: "Eject the installer CD",
+			Description: "Remove the installer CD so the VM boots from disk.",
+			Summary:     "Remove the installer CD",
+			Effect:      destructiveOnce("empties the CD drive under an installer that may still read it")}, eject),
+		newTool(Def{Name: "vm_disk_resize", Toolset: "iso", Title: "Grow a disk",
+			Description: "Grow a VM disk.",
+			Summary:     "Grow a disk",
+			Effect:      additiveOnce("grows a disk to a size; disks only grow")}, diskResize),
+		newTool(Def{Name: "vm_disk_add", Toolset: "iso", Title: "Add disks",
+			Description: "Add empty disks (RAID installs).",
+			Summary:     "Add empty disks",
+			Effect:      additive("adds disks; every call adds more")}, diskAdd),
 	}
 }
 

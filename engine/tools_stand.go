@@ -37,14 +37,22 @@ type standDestroyArgs struct {
 
 func standTools() []*Tool {
 	return []*Tool{
-		newTool("stand_plan", "Ask the planner model for a stand plan (1-4 VMs from templates, each with setup steps) for a goal: answers the plan as JSON for stand_apply; an invalid draft is an error listing its problems.",
-			titled(mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(true)}, "Plan a stand"), standPlan),
-		newTool("stand_apply", "Build a stand in the background: clone each machine as <owner>-repro-<stand>-<role>, boot it, run its steps, snapshot it clean. Returns at once: follow with stand_status.",
-			titled(runsInGuest, "Build a stand"), standApplyTool),
-		newTool("stand_status", "A stand's progress (each machine: vmid, ip, phases and steps with their seconds), or your stands.",
-			titled(readOnly, "Stand status"), standStatus),
-		newTool("stand_destroy", "Destroy a stand's VMs and forget it; refused while it builds unless force=true.",
-			titled(destructiveIdempotent, "Destroy a stand"), standDestroy),
+		newTool(Def{Name: "stand_plan", Toolset: "stand", Title: "Plan a stand",
+			Description: "Ask the planner model for a stand plan (1-4 VMs from templates, each with setup steps) for a goal: answers the plan as JSON for stand_apply; an invalid draft is an error listing its problems.",
+			Summary:     "Ask the planner model for a stand plan; JSON with the plan, or a draft with its problems (see Stands)",
+			Effect:      readOnly("changes nothing; the goal and the template list go to the planner model's endpoint").reaching()}, standPlan),
+		newTool(Def{Name: "stand_apply", Toolset: "stand", Title: "Build a stand",
+			Description: "Build a stand in the background: clone each machine as <owner>-repro-<stand>-<role>, boot it, run its steps, snapshot it clean. Returns at once: follow with stand_status.",
+			Summary:     "Build a stand (1-4 VMs) in the background; answers at once. `resume=true` continues an interrupted or failed one",
+			Effect:      runsInGuest("clones VMs and runs the plan's commands in them as root; a resume runs a cut step again")}, standApplyTool),
+		newTool(Def{Name: "stand_status", Toolset: "stand", Title: "Stand status",
+			Description: "A stand's progress (each machine: vmid, ip, phases and steps with their seconds), or your stands.",
+			Summary:     "JSON progress of a stand (every machine: its phases and steps, each timed), or the list of yours",
+			Effect:      readOnly("reads the stand's record")}, standStatus),
+		newTool(Def{Name: "stand_destroy", Toolset: "stand", Title: "Destroy a stand",
+			Description: "Destroy a stand's VMs and forget it; refused while it builds unless force=true.",
+			Summary:     "Destroy every `<owner>-repro-<stand>-*` VM; `force` stops a build first",
+			Effect:      destructiveOnce("removes every VM of the stand and its disks")}, standDestroy),
 	}
 }
 

@@ -74,19 +74,32 @@ type keyArgs struct {
 }
 
 func uiTools() []*Tool {
-	typeTool := newTool("ui_type", "Type text as keysym events, holding Shift for capitals and shifted US symbols.",
-		titled(runsInGuest, "Type text"), typeText)
-	typeTool.Redact = []string{"text"}
 	return []*Tool{
-		newTool("ui_screenshot", "Screenshot of the VM console as an image, with a size line.",
-			titled(destructiveIdempotent, "Take a screenshot"), screenshot),
-		newTool("ui_wait_for", "Wait, instead of guessing a delay, for a window to show (gone=true: to go), or without window for the screen to stop changing: answers what happened after S s, or timeout.",
-			titled(readOnly, "Wait for a window or a still screen"), waitFor),
-		newTool("ui_click", "Click at console coordinates: move, press 300 ms, release. Answers ok, or with screenshot=true the screen after.",
-			titled(runsInGuest, "Click"), click),
-		newTool("ui_drag", "Drag with the left button from x1,y1 to x2,y2.", titled(runsInGuest, "Drag"), drag),
-		typeTool,
-		newTool("ui_key", "Press a key or combination.", titled(runsInGuest, "Press a key"), key),
+		newTool(Def{Name: "ui_screenshot", Toolset: "ui", Title: "Take a screenshot",
+			Description: "Screenshot of the VM console as an image, with a size line.",
+			Summary:     "The console as an image with a size line; `path` saves the full PNG under the evidence directory",
+			Effect:      destructiveOnce("path= saves a PNG in the evidence directory, replacing a file of that name")}, screenshot),
+		newTool(Def{Name: "ui_wait_for", Toolset: "ui", Title: "Wait for a window or a still screen",
+			Description: "Wait, instead of guessing a delay, for a window to show (gone=true: to go), or without window for the screen to stop changing: answers what happened after S s, or timeout.",
+			Summary:     "Wait for a window (X11: xdotool finds it, xwininfo places it; neither is installed for you), or for the screen to settle",
+			Effect:      readOnly("polls the screen or the window list; installs nothing (the hint says how)")}, waitFor),
+		newTool(Def{Name: "ui_click", Toolset: "ui", Title: "Click",
+			Description: "Click at console coordinates: move, press 300 ms, release. Answers ok, or with screenshot=true the screen after.",
+			Summary:     "Move, press 300 ms, release",
+			Effect:      runsInGuest("input to whatever has the pointer: it can close or confirm anything")}, click),
+		newTool(Def{Name: "ui_drag", Toolset: "ui", Title: "Drag",
+			Description: "Drag with the left button from x1,y1 to x2,y2.",
+			Summary:     "Drag with the left button",
+			Effect:      runsInGuest("input to whatever has the pointer")}, drag),
+		newTool(Def{Name: "ui_type", Toolset: "ui", Title: "Type text",
+			Description: "Type text as keysym events, holding Shift for capitals and shifted US symbols.",
+			Summary:     "Type text (US layout, Shift for capitals and shifted symbols)",
+			Effect:      runsInGuest("input to whatever has the focus (a shell runs what it gets)"),
+			Redact:      []string{"text"}}, typeText),
+		newTool(Def{Name: "ui_key", Toolset: "ui", Title: "Press a key",
+			Description: "Press a key or combination.",
+			Summary:     "A key or combination by qemu sendkey name: `ret`, `tab`, `ctrl-alt-f2`",
+			Effect:      runsInGuest("input to whatever has the focus (ctrl-alt-delete reboots)")}, key),
 	}
 }
 

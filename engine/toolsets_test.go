@@ -21,11 +21,8 @@ func toolFamilies(t *testing.T, s *Server) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	for _, name := range s.ToolNames() {
-		f := "scripts"
-		if BuiltinNames()[name] {
-			f = toolsetOf(name)
-		}
-		out[f] = append(out[f], name)
+		tool, _ := s.Tool(name)
+		out[tool.Toolset] = append(out[tool.Toolset], name)
 	}
 	return out
 }
@@ -38,15 +35,9 @@ func fullSurface(cfg *config.Config) *config.Config {
 
 func TestEveryBuiltinHasAToolset(t *testing.T) {
 	for _, tool := range builtinTools() {
-		f := toolsetOf(tool.Name)
+		f := tool.Toolset
 		if !slices.Contains(config.Toolsets, f) || f == "scripts" || f == "dataset" {
 			t.Errorf("%s: toolset %q is not a built-in family of %v", tool.Name, f, config.Toolsets)
-		}
-	}
-	for name, f := range map[string]string{"vm_clone": "vm", "vm_exec": "vm", "vm_create_iso": "iso", "vm_disk_resize": "iso",
-		"iso_list": "iso", "ui_click_label": "ui", "stand_apply": "stand", "bench_power": "bench", "storage_list": "bench"} {
-		if got := toolsetOf(name); got != f {
-			t.Errorf("toolsetOf(%s) = %s, want %s", name, got, f)
 		}
 	}
 }
