@@ -78,10 +78,8 @@ func physicalServer(t *testing.T, cfg *config.Config) (*Server, map[string]*cont
 		cfg = testConfig(t, t.TempDir())
 	}
 	cfg.Benches = append(cfg.Benches,
-		config.Bench{Name: "kvm1", Type: "pikvm", API: "https://kvm1.lab", User: "admin", Password: "pw-kvm1-secret", Rental: true,
-			Allow: []string{"hid", "power", "media"}, Approval: "ask", Description: "RAID box"},
-		config.Bench{Name: "kvm2", Type: "pikvm", API: "https://kvm2.lab", User: "admin", Password: "pw-kvm2-secret",
-			Allow: []string{"hid"}, DryRun: true})
+		config.Bench{Name: "kvm1", Type: "pikvm", Description: "RAID box", Endpoint: config.Endpoint{API: "https://kvm1.lab"}, PhysicalBench: config.PhysicalBench{User: "admin", Password: "pw-kvm1-secret", Rental: true, Allow: []string{"hid", "power", "media"}, Approval: "ask"}},
+		config.Bench{Name: "kvm2", Type: "pikvm", Endpoint: config.Endpoint{API: "https://kvm2.lab"}, PhysicalBench: config.PhysicalBench{User: "admin", Password: "pw-kvm2-secret", Allow: []string{"hid"}, DryRun: true}})
 	cfg.Storages = []config.Storage{{Name: "mirror", Type: "http", Address: "https://mirror.lab/iso/"}, {Name: "share", Type: "nfs", Address: "nfs.lab:/iso"}}
 	if problems := cfg.Check(); len(problems) > 0 {
 		t.Fatal(problems)
@@ -214,8 +212,7 @@ func TestBenchTools(t *testing.T) {
 // caller may use.
 func TestBenchListsNeedNoDefaultBench(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
-	cfg.Benches = append(cfg.Benches, config.Bench{Name: "pikvm1", Type: "pikvm", API: "https://pikvm1.lab", User: "admin",
-		Password: "pw-pikvm1-secret", Key: "pikvm1-key-0123456789abcdef", Allow: []string{"hid"}})
+	cfg.Benches = append(cfg.Benches, config.Bench{Name: "pikvm1", Type: "pikvm", Endpoint: config.Endpoint{API: "https://pikvm1.lab"}, PhysicalBench: config.PhysicalBench{User: "admin", Password: "pw-pikvm1-secret", Key: "pikvm1-key-0123456789abcdef", Allow: []string{"hid"}}})
 	cfg.DefaultBench = "pikvm1"
 	s, _ := physicalServer(t, cfg)
 	ts := httptest.NewServer(s.Handler())
@@ -263,8 +260,7 @@ func TestKeyPrincipalIsNoOwner(t *testing.T) {
 	const key = "kvm3-key-0123456789abcdef"
 	cfg := testConfig(t, t.TempDir())
 	cfg.Tokens = append(cfg.Tokens, config.Token{Owner: "keykvm3", Token: "keykvm3-token-0123456789"})
-	cfg.Benches = append(cfg.Benches, config.Bench{Name: "kvm3", Type: "pikvm", API: "https://kvm3.lab", User: "admin",
-		Password: "pw-kvm3-secret", Key: key, Rental: true, Allow: []string{"hid", "power"}})
+	cfg.Benches = append(cfg.Benches, config.Bench{Name: "kvm3", Type: "pikvm", Endpoint: config.Endpoint{API: "https://kvm3.lab"}, PhysicalBench: config.PhysicalBench{User: "admin", Password: "pw-kvm3-secret", Key: key, Rental: true, Allow: []string{"hid", "power"}}})
 	s, _ := physicalServer(t, cfg)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)

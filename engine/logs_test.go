@@ -90,8 +90,7 @@ func TestToolLineJoinsItsTrail(t *testing.T) {
 		benchPW  = "pw-kvm9-0123456789abcdef"
 	)
 	cfg.Planner = config.Planner{API: model.ChatURL(), Model: "planner-test", Key: planKey}
-	cfg.Benches = append(cfg.Benches, config.Bench{Name: "kvm9", Type: "pikvm", API: "https://127.0.0.1:1", User: "admin",
-		Password: benchPW, Key: benchKey, Allow: []string{"hid"}})
+	cfg.Benches = append(cfg.Benches, config.Bench{Name: "kvm9", Type: "pikvm", Endpoint: config.Endpoint{API: "https://127.0.0.1:1"}, PhysicalBench: config.PhysicalBench{User: "admin", Password: benchPW, Key: benchKey, Allow: []string{"hid"}}})
 	s, buf := loggedServer(t, cfg)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)

@@ -61,8 +61,7 @@ func TestMegaRACBench(t *testing.T) {
 	t.Cleanup(mirror.Close)
 
 	cfg := testConfig(t, t.TempDir())
-	cfg.Benches = append(cfg.Benches, config.Bench{Name: "srv1", Type: "bmc", Dialect: "megarac", API: fake.URL, User: "admin",
-		Password: config.Secret(password), PinSHA256: fake.Fingerprint, Allow: []string{"power", "media"}})
+	cfg.Benches = append(cfg.Benches, config.Bench{Name: "srv1", Type: "bmc", Endpoint: config.Endpoint{API: fake.URL}, PhysicalBench: config.PhysicalBench{Dialect: "megarac", User: "admin", Password: config.Secret(password), PinSHA256: fake.Fingerprint, Allow: []string{"power", "media"}}})
 	cfg.Storages = []config.Storage{{Name: "mirror", Type: "http", Address: mirror.URL}}
 	if problems := cfg.Check(); len(problems) > 0 {
 		t.Fatal(problems)
@@ -133,8 +132,7 @@ func TestPiKVMBench(t *testing.T) {
 	}
 	t.Cleanup(func() { fake.Close() })
 	cfg := testConfig(t, t.TempDir())
-	cfg.Benches = append(cfg.Benches, config.Bench{Name: "kvm1", Type: "pikvm", API: fake.URL(), User: "admin",
-		Password: config.Secret(password), PinSHA256: fake.Fingerprint(), Allow: []string{"hid"}})
+	cfg.Benches = append(cfg.Benches, config.Bench{Name: "kvm1", Type: "pikvm", Endpoint: config.Endpoint{API: fake.URL()}, PhysicalBench: config.PhysicalBench{User: "admin", Password: config.Secret(password), PinSHA256: fake.Fingerprint(), Allow: []string{"hid"}}})
 	if problems := cfg.Check(); len(problems) > 0 {
 		t.Fatal(problems)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/poligon/poligon/backends"
+	"github.com/poligon/poligon/internal/owner"
 )
 
 // Env is what every caller of the process shares. It is set up once at
@@ -110,15 +111,7 @@ func KeyPrincipal(bench string) string { return "key:" + bench }
 
 // SanitizeOwner lowercases a user name and keeps only [a-z0-9]: the same
 // rule the manual gives for PVE token users (Ivan.Petrov -> ivanpetrov).
-func SanitizeOwner(user string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(user) {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+func SanitizeOwner(user string) string { return owner.Sanitize(user) }
 
 // WithProgress makes the caller's long waits report to p.
 func (c *Caller) WithProgress(p Progress) *Caller { c.progress = p; return c }

@@ -51,9 +51,9 @@ func (r *Root) Open(bc config.Bench, log *slog.Logger) (Bench, error) {
 	log = log.With("bench", bc.Name)
 	switch bc.Type {
 	case "qemu":
-		return openLocal(bc, log)
+		return openLocal(bc.Name, bc.QEMUBench, log)
 	case "pve":
-		return openPVE(bc, r.cluster(bc), log)
+		return openPVE(bc.Name, bc.Endpoint, bc.PVEBench, r.cluster(bc), log)
 	case "pikvm", "bmc":
 		return openPhysical(bc, log)
 	}
@@ -82,12 +82,12 @@ type local struct {
 	ns   string
 }
 
-func openLocal(bc config.Bench, log *slog.Logger) (*local, error) {
-	d, err := qemu.New(qemu.Options{DataDir: bc.DataDir, Accel: bc.Accel, Logger: log, ConsoleDump: dumpWriter()})
+func openLocal(name string, q config.QEMUBench, log *slog.Logger) (*local, error) {
+	d, err := qemu.New(qemu.Options{DataDir: q.DataDir, Accel: q.Accel, Logger: log, ConsoleDump: dumpWriter()})
 	if err != nil {
 		return nil, err
 	}
-	return &local{name: bc.Name, d: d, ns: "local:" + d.DataDir()}, nil
+	return &local{name: name, d: d, ns: "local:" + d.DataDir()}, nil
 }
 
 // Open serves every caller with a verified owner: the config's over a

@@ -11,10 +11,10 @@ import (
 // Benches that name one cluster share its state; others do not.
 func TestRootSharesAClusterPerBackend(t *testing.T) {
 	r := NewRoot()
-	a := r.cluster(config.Bench{API: "https://pve1:8006", BackendID: "lab"})
-	b := r.cluster(config.Bench{API: "https://pve2:8006", BackendID: "lab"}) // an alias of lab
-	c := r.cluster(config.Bench{API: "https://PVE1:8006/"})
-	d := r.cluster(config.Bench{API: "https://pve1:8006"})
+	a := r.cluster(config.Bench{Endpoint: config.Endpoint{API: "https://pve1:8006"}, PVEBench: config.PVEBench{BackendID: "lab"}})
+	b := r.cluster(config.Bench{Endpoint: config.Endpoint{API: "https://pve2:8006"}, PVEBench: config.PVEBench{BackendID: "lab"}}) // an alias of lab
+	c := r.cluster(config.Bench{Endpoint: config.Endpoint{API: "https://PVE1:8006/"}})
+	d := r.cluster(config.Bench{Endpoint: config.Endpoint{API: "https://pve1:8006"}})
 	if a != b {
 		t.Error("two benches with backend_id lab got two clusters")
 	}
@@ -26,8 +26,8 @@ func TestRootSharesAClusterPerBackend(t *testing.T) {
 	}
 	// The aliases open: pve.New accepts the shared cluster for both.
 	for _, bc := range []config.Bench{
-		{Name: "one", Type: "pve", API: "https://pve1:8006", BackendID: "lab"},
-		{Name: "two", Type: "pve", API: "https://pve2:8006", BackendID: "lab"},
+		{Name: "one", Type: "pve", Endpoint: config.Endpoint{API: "https://pve1:8006"}, PVEBench: config.PVEBench{BackendID: "lab"}},
+		{Name: "two", Type: "pve", Endpoint: config.Endpoint{API: "https://pve2:8006"}, PVEBench: config.PVEBench{BackendID: "lab"}},
 	} {
 		if _, err := r.Open(bc, testLogger()); err != nil {
 			t.Fatalf("open %s: %v", bc.Name, err)

@@ -33,20 +33,20 @@ type proxmox struct {
 	openedCount atomic.Int64
 }
 
-func openPVE(bc config.Bench, cluster *pve.Cluster, log *slog.Logger) (*proxmox, error) {
-	cfg := pve.Config{URL: bc.API, CAFile: bc.CAFile, BackendID: bc.BackendID, Storage: bc.Storage, Logger: log,
+func openPVE(name string, at config.Endpoint, p config.PVEBench, cluster *pve.Cluster, log *slog.Logger) (*proxmox, error) {
+	cfg := pve.Config{URL: at.API, CAFile: at.CAFile, BackendID: p.BackendID, Storage: p.Storage, Logger: log,
 		Cluster: cluster, ConsoleDump: dumpWriter()}
 	// Check the URL, CA and backend id now, so a broken bench stops the
 	// server at start instead of failing every call.
 	probe := cfg
 	probe.Token = "check@pve!config=00000000-0000-0000-0000-000000000000"
-	if bc.Token != "" {
-		probe.Token = bc.Token.Reveal()
+	if p.Token != "" {
+		probe.Token = p.Token.Reveal()
 	}
 	if _, err := pve.New(probe); err != nil {
 		return nil, err
 	}
-	return &proxmox{name: bc.Name, token: bc.Token, cfg: cfg}, nil
+	return &proxmox{name: name, token: p.Token, cfg: cfg}, nil
 }
 
 func (p *proxmox) Open(ctx context.Context, who hostapi.Credentials) (backends.Backend, string, error) {
