@@ -2,10 +2,16 @@ package calls
 
 import "encoding/json"
 
+//go:generate go run ./internal/gen
+
 // Registry declares every host call once: its wire name, argument and
 // answer types, the options a script may leave out with their defaults,
 // and its docs. hostapi answers the calls (one handler each, in
-// script_host.go).
+// script_host.go); `go generate ./hostapi/calls` writes everything else a
+// script sees from these entries: the verbs of vm in runtime/js/prelude.js,
+// the VM interface and answer types of stdlib/poligon.d.ts, and the Go
+// SDK's verbs and option structs (stdlib/go/poligon/calls_gen.go). A test
+// fails when one of those files drifts from this table.
 //
 // A new call is its name constant and argument and answer types (calls.go),
 // its entry here and its handler in hostapi/script_host.go; then run
