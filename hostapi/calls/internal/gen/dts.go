@@ -176,10 +176,7 @@ func (d *dts) verbs() string {
 	var b strings.Builder
 	group := ""
 	for _, c := range d.m.calls {
-		g, name, grouped := strings.Cut(c.Name, ".")
-		if !grouped {
-			g, name = "", c.Name
-		}
+		g, name := c.jsVerb()
 		if g != group {
 			if group != "" {
 				b.WriteString("    };\n")

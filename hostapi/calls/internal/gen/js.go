@@ -30,10 +30,7 @@ func (m *model) jsVerbs() string {
 	var b strings.Builder
 	group := ""
 	for _, c := range m.calls {
-		g, name, grouped := strings.Cut(c.Name, ".")
-		if !grouped {
-			g, name = "", c.Name
-		}
+		g, name := c.jsVerb()
 		if g != group {
 			if group != "" {
 				b.WriteString("      },\n")

@@ -60,6 +60,15 @@ func (c *call) jsCheck(p calls.Param) string {
 	return "str"
 }
 
+// jsVerb splits the call's name into the group of vm its verb is in ("" for
+// vm itself) and the verb's name: "screen.shot" is vm.screen.shot.
+func (c *call) jsVerb() (group, name string) {
+	if g, n, ok := strings.Cut(c.Name, "."); ok {
+		return g, n
+	}
+	return "", c.Name
+}
+
 // goVerb splits the SDK verb into its group ("" for a VM method) and name.
 func (c *call) goVerb() (group, name string) {
 	if g, n, ok := strings.Cut(c.Go, "."); ok {
