@@ -52,18 +52,28 @@ declare namespace poligon {
     run(vm: VM, params: { [name: string]: string }): unknown;
   }
 
+  // The answer types a script sees, from hostapi/calls.
+  // BEGIN GENERATED types: go generate ./hostapi/calls writes this part from hostapi/calls/registry.go; do not edit.
+  /** A finished command. */
   interface ExecResult {
     exit: number;
     stdout: string;
     stderr: string;
   }
 
+  /** Where a detached command is. */
   interface RunState {
     state: "done" | "failed" | "running";
     exit: number;
     seconds: number;
     /** The last 20 lines of its output. */
     tail: string;
+  }
+
+  /** Whether a GUI program still runs 2 s after its launch, and its first output. */
+  interface GuiLaunch {
+    running: boolean;
+    output: string;
   }
 
   /** A screenshot kept for this run. */
@@ -75,21 +85,40 @@ declare namespace poligon {
     digest: string;
   }
 
-  /** What screen.read answers. */
+  /** A rectangle on screen in full-size console pixels: the top-left corner and the size. */
+  interface Box {
+    x: number;
+    y: number;
+    w: number;
+    h: number;
+  }
+
+  /** What screen.read answers: the text of one frame, top to bottom. */
   interface Reading {
+    /** The frame's digest. */
     frame: string;
     width: number;
     height: number;
     lines: TextLine[];
   }
 
+  /** A word group: words close together on one baseline. */
   interface TextLine {
     text: string;
     box: Box;
+    /** A highlighted row (a list or menu selection). */
     selected?: boolean;
     /** Tesseract's mean word confidence, 0-100. */
     conf: number;
-    words: { text: string; box: Box; conf: number }[];
+    words: TextWord[];
+  }
+
+  /** One word OCR read. */
+  interface TextWord {
+    text: string;
+    box: Box;
+    /** Tesseract's confidence, 0-100. */
+    conf: number;
   }
 
   /** Where text is: x, y its centre (where a click lands), box its extent, text what was read there. */
@@ -100,142 +129,175 @@ declare namespace poligon {
     y: number;
     box: Box;
     selected?: boolean;
+    /** The frame it was read on. */
     frame: string;
   }
-
-  type ElementKind = "button" | "link" | "field" | "checkbox" | "radio" | "tab" | "menu" | "menuitem" | "list item" | "icon" | "text" | "window" | "other";
 
   /** Where mouse.clickLabel clicked, and how it found the label. */
   interface LabelClick {
     source: "ocr" | "elements" | "grounding";
     x: number;
     y: number;
+    /** What was read at that spot. */
     text: string;
     frame: string;
   }
+  // END GENERATED types
 
-  interface Box {
-    x: number;
-    y: number;
-    w: number;
-    h: number;
-  }
+  type ElementKind = "button" | "link" | "field" | "checkbox" | "radio" | "tab" | "menu" | "menuitem" | "list item" | "icon" | "text" | "window" | "other";
 
-  /** The VM the script runs against; every call checks it is the caller's. The object is frozen. */
+  /**
+   * The VM the script runs against; every call checks it is the caller's. The object is frozen.
+   * Every verb checks its arguments: a wrong type or an unknown option key throws a TypeError before anything is
+   * sent. Each verb's "Defaults:" line gives the value of every option it leaves out (the host's own table,
+   * hostapi/calls/registry.go). A verb that fails throws a PoligonError.
+   */
   interface VM {
     readonly vmid: number;
 
+    // BEGIN GENERATED verbs: go generate ./hostapi/calls writes this part from hostapi/calls/registry.go; do not edit.
     /**
-     * Run a shell command as root (umask 022); never throws on the exit code.
-     * Every verb checks its arguments: a wrong type or an unknown option key throws a TypeError
-     * before anything is sent. Each verb's "Defaults:" line gives the value of every option it leaves
-     * out (the host's own table, hostapi/calls/defaults.go).
+     * Runs a shell command as root (umask 022); it does not fail on the exit code, which the answer carries.
      * Defaults: timeout 120.
      */
     exec(command: string, opts?: { timeout?: number }): ExecResult;
-    /** Run a command; throw unless it exits 0 (and stdout contains `contains`). Answers stdout. Defaults: timeout 120. */
+    /**
+     * Runs a command and fails unless it exits 0 (and its stdout contains `contains`). Answers stdout.
+     * Defaults: timeout 120.
+     */
     expect(command: string, opts?: { timeout?: number; contains?: string }): string;
-    /** Run a command; answer stdout when it exits 0, else null. Defaults: timeout 120. */
+    /**
+     * Runs a command and tells whether it exits 0. Answers stdout when it exits 0, else null.
+     * Defaults: timeout 120.
+     */
     check(command: string, opts?: { timeout?: number }): string | null;
     /**
-     * Start a long command detached (state in the guest, survives a reboot), or pick up the one already
-     * running with the same command; wait up to `wait` seconds.
-     * A finished run is reported, not repeated, unless restart is true.
+     * Starts a long command detached (its state lives in the guest and survives a reboot), or picks up the one
+     * already running with the same command, and waits up to `wait` seconds. A finished command is reported, not
+     * repeated, unless restart is true. A script's waits are not capped by max_wait.
      * Defaults: wait 45.
      */
     run(command: string, opts?: { wait?: number; restart?: boolean }): RunState;
-    /** Wait until the guest agent answers. Answers the seconds waited, or null on timeout. Defaults: timeout 60. */
+    /** Waits until the guest agent answers. Answers the seconds waited, or null on timeout. Defaults: timeout 60. */
     waitBoot(opts?: { timeout?: number }): number | null;
-    /** Launch a GUI program in user's desktop session. Defaults: user "test". */
-    execGui(command: string, opts?: { user?: string }): { running: boolean; output: string };
+    /**
+     * Launches a GUI program in a user's desktop session and tells whether it still runs after 2 s.
+     * Defaults: user "test".
+     */
+    execGui(command: string, opts?: { user?: string }): GuiLaunch;
 
+    /** The guest's files. */
     file: {
-      /** Read a text file (UTF-8); max is in bytes. Defaults: offset 0, max 16384. */
+      /**
+       * Reads a window of a text file (UTF-8) in the guest; max is in bytes. Answers the text read.
+       * Defaults: offset 0, max 16384.
+       */
       read(path: string, opts?: { offset?: number; max?: number }): string;
-      /** Write a text file whole. */
+      /** Writes a text file in the guest whole. */
       write(path: string, text: string): void;
     };
 
+    /** The VM's console screen. */
     screen: {
-      /** Take a screenshot of the console. */
+      /** Takes a screenshot of the console, kept by the host for the run. */
       shot(): Shot;
-      /** Wait until the screen has not changed for `seconds`. Answers seconds waited or null. Defaults: seconds 2, timeout 30. */
+      /**
+       * Waits until the screen has not changed for `seconds`. Answers the seconds waited, or null on timeout.
+       * Defaults: seconds 2, timeout 30.
+       */
       waitStill(opts?: { seconds?: number; timeout?: number }): number | null;
-      /** Wait until the screen changes. Answers seconds waited or null. Defaults: timeout 30. */
+      /** Waits until the screen changes. Answers the seconds waited, or null on timeout. Defaults: timeout 30. */
       waitChange(opts?: { timeout?: number }): number | null;
       /**
-       * Wait until a window whose title or class contains `window` is visible (gone: until none is).
-       * Answers where it is (zeros when gone, or when the guest cannot place it: xwininfo missing), or null on timeout.
+       * Waits until a window whose title or class contains `window` is visible (gone: until none is). Where it is
+       * reads zeros when gone, or when the guest cannot place it (xwininfo missing). Answers where it is, or null on
+       * timeout.
        * Defaults: timeout 20, user "test".
        */
       waitWindow(window: string, opts?: { gone?: boolean; timeout?: number; user?: string }): Box | null;
       /**
-       * Read the text on screen by OCR: word groups top to bottom, each with its box and words; a highlighted
-       * row (a list or menu selection) is `selected`. `frame` names the frame read (pass it to mouse verbs).
+       * Reads the text on screen by OCR: word groups top to bottom, each with its box and words; a highlighted row (a
+       * list or menu selection) is `selected`. `frame` names the frame read (pass it to the mouse verbs).
        */
       read(): Reading;
       /**
-       * Wait until `label` shows on screen (OCR; matched case-folded and fuzzily, Cyrillic and Latin look-alike
-       * letters folded). Answers where it is, or null on timeout; several equally good places throw.
+       * Waits until `label` shows on screen (OCR; matched case-folded and fuzzily, an edit for 4-7 letters, two from
+       * 8, with Cyrillic and Latin look-alike letters folded); several equally good places fail. Answers where it is,
+       * or null on timeout.
        * Defaults: timeout 30.
        */
       waitText(label: string, opts?: { timeout?: number }): TextSpot | null;
-      /** Look once: where `label` is on screen, or null. */
+      /** Looks once for `label` on screen, matched as waitText matches it. Answers where it is, or null. */
       checkText(label: string): TextSpot | null;
-      /** Look once: where `label` is on screen; throw when it is not there. */
+      /** Looks once for `label` on screen, matched as waitText matches it, and fails when it is not there. */
       expectText(label: string): TextSpot;
     };
 
+    /** The VM's console keyboard. */
     keyboard: {
-      /** Type text character by character (US layout; Shift for capitals and shifted symbols). */
+      /** Types text character by character (US layout; Shift for capitals and shifted symbols). */
       type(text: string): void;
-      /** Press a key or combination by qemu sendkey name: "ret", "tab", "esc", "ctrl-alt-f2", "alt-f2", "ctrl-c". */
+      /**
+       * Presses a key or combination by qemu sendkey name: "ret", "tab", "esc", "ctrl-alt-f2", "alt-f2", "ctrl-c".
+       */
       press(key: string): void;
     };
 
     /**
-     * Positions are full-size console pixels. `frame` (a Shot's digest, a Reading's or TextSpot's frame) makes
-     * the verb throw, doing nothing, when the screen near the point has changed since that frame.
+     * The VM's console mouse. Positions are full-size console pixels. `frame` (a shot's digest, or the frame a
+     * reading or a text spot names) makes a verb fail, doing nothing, when the screen near the point has changed
+     * since that frame.
      */
     mouse: {
-      /** Move, press 300 ms, release; count 2 is a double click. Defaults: button "left", count 1. */
+      /** Moves to x,y, presses 300 ms and releases; count 2 is a double click. Defaults: button "left", count 1. */
       click(x: number, y: number, opts?: { button?: "left" | "middle" | "right"; count?: number; frame?: string }): void;
+      /** Double-clicks the left button at x,y. */
       doubleClick(x: number, y: number, opts?: { frame?: string }): void;
-      /** Drag with the left button. */
+      /** Drags with the left button from x1,y1 to x2,y2. */
       drag(x1: number, y1: number, x2: number, y2: number, opts?: { frame?: string }): void;
+      /** Moves the pointer to x,y. */
       move(x: number, y: number, opts?: { frame?: string }): void;
       /**
-       * Click the element showing `label`: OCR first, then the vision model's element list of the same
-       * screen, then the grounding model (kind "icon" skips OCR). Several equally good matches throw,
-       * listing them. Defaults: button "left", count 1.
+       * Clicks the element showing `label`: OCR first, then the vision model's element list of the same screen, then
+       * the grounding model (kind "icon" skips OCR). Several equally good matches fail, listing them.
+       * Defaults: button "left", count 1.
        */
       clickLabel(label: string, opts?: { kind?: ElementKind; button?: "left" | "middle" | "right"; count?: number; frame?: string }): LabelClick;
     };
 
+    /** The VM's power and snapshots. */
     power: {
-      /** Start the VM and wait for the backend's task. Defaults: wait 600. */
+      /** Starts the VM and waits for the backend's task. Defaults: wait 600. */
       start(opts?: { wait?: number }): void;
-      /** Power the VM off (ACPI, then hard). Defaults: wait 600. */
+      /** Powers the VM off (ACPI, then hard). Defaults: wait 600. */
       stop(opts?: { wait?: number }): void;
-      /** Take a snapshot. Defaults: wait 600. */
+      /** Takes a snapshot named name. Defaults: wait 600. */
       snapshot(name: string, opts?: { wait?: number }): void;
-      /** Roll back to a snapshot and start the VM. Defaults: wait 600. */
+      /** Rolls back to the snapshot named name and starts the VM. Defaults: wait 600. */
       rollback(name: string, opts?: { wait?: number }): void;
     };
 
+    /** What the run keeps beyond its answer. */
     evidence: {
-      /** Save a screenshot (default: a fresh one) as a PNG under the evidence directory; answers the path written. */
+      /**
+       * Saves a screenshot (shot, or a fresh one) as a PNG under the evidence directory. Answers the path written,
+       * relative to the evidence directory.
+       */
       save(path: string, shot?: Shot): string;
     };
 
-    /** A line in the run's step log. */
+    /** Writes a line to the run's step log. */
     log(message: string): void;
-    /** Run a recipe on this VM, under the same lock (nesting at most 3 deep). Answers the recipe's result. */
+    /** Runs a recipe on this VM, under the same lock (nesting at most 3 deep), and answers its result. */
     recipe(name: string, params?: { [name: string]: string }): unknown;
-    /** Sleep, at most 600 seconds. Prefer a wait* verb. */
+    /** Sleeps, at most 600 seconds. Prefer a wait* verb, which ends as soon as its condition holds. */
     sleep(seconds: number): void;
-    /** Mark the start of step n of `of` (1-based): a line in the step log, and the progress a stand's builder records and resumes from. */
+    /**
+     * Marks the start of step n of `of` (1-based): a line in the step log, and the progress a stand's builder records
+     * and resumes from.
+     */
     step(n: number, of: number, label: string): void;
+    // END GENERATED verbs
   }
 
   /** What a failed host call throws. An uncaught one ends the run with its message and hint. */

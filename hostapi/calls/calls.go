@@ -1,6 +1,8 @@
 // Package calls is the host API as data: the name of every call a script can
-// make, its arguments and its answer, as JSON. The host (hostapi) decodes
-// these, the JS prelude and the Go SDK for Wasm scripts encode them, and
+// make, its arguments and its answer, as JSON, and the Registry that
+// declares each call once with its options' defaults and its docs. The host
+// (hostapi) decodes these, the JS prelude and the Go SDK for Wasm scripts
+// encode them (their verbs are generated from the Registry), and
 // transcripts record them. It imports nothing but the standard library, so
 // a Wasm guest can use it too.
 //
@@ -10,50 +12,55 @@
 //   - wait*:   block until a condition holds or the timeout ends; on timeout
 //     the answer says so (OK false) and nothing is thrown.
 //
-// Every timeout is in seconds; each call documents its default.
+// Every timeout is in seconds; the Registry gives each option's default.
+//
+// A field's ts tag gives its TypeScript type in poligon.d.ts where that is
+// narrower than its Go type (and makes it required there); a field with
+// omitempty is optional there otherwise.
 package calls
 
-// Names of the calls. A call is bound to the script's VM.
+// Names of the calls: their entries in Registry say what each takes,
+// answers and defaults.
 const (
-	Exec        = "exec"        // ExecArgs -> ExecAnswer; never fails on the exit code
-	Expect      = "expect"      // ExpectArgs -> ExecAnswer; fails when exit != 0 or Contains is missing
-	Check       = "check"       // ExecArgs -> CheckAnswer: OK false when exit != 0
-	RunDetached = "run"         // RunArgs -> RunAnswer
-	ReadFile    = "file.read"   // ReadFileArgs -> ReadFileAnswer
-	WriteFile   = "file.write"  // WriteFileArgs -> Empty
-	WaitBoot    = "waitBoot"    // WaitBootArgs -> WaitAnswer
-	ExecGUI     = "execGui"     // ExecGUIArgs -> ExecGUIAnswer
-	Shot        = "screen.shot" // Empty -> ShotAnswer
+	Exec        = "exec"
+	Expect      = "expect"
+	Check       = "check"
+	RunDetached = "run"
+	ReadFile    = "file.read"
+	WriteFile   = "file.write"
+	WaitBoot    = "waitBoot"
+	ExecGUI     = "execGui"
+	Shot        = "screen.shot"
 	WaitStill   = "screen.waitStill"
 	WaitChange  = "screen.waitChange"
 	WaitWindow  = "screen.waitWindow"
-	ReadText    = "screen.read"       // Empty -> ReadAnswer: the text on screen by OCR
-	WaitText    = "screen.waitText"   // TextArgs -> TextWaitAnswer
-	CheckText   = "screen.checkText"  // TextArgs -> TextAnswer; Found false when absent
-	ExpectText  = "screen.expectText" // TextArgs -> TextAnswer; fails when absent
-	ClickLabel  = "mouse.clickLabel"  // ClickLabelArgs -> ClickLabelAnswer
-	Type        = "keyboard.type"     // TypeArgs -> Empty
-	Press       = "keyboard.press"    // PressArgs -> Empty
-	Click       = "mouse.click"       // ClickArgs -> Empty
+	ReadText    = "screen.read"
+	WaitText    = "screen.waitText"
+	CheckText   = "screen.checkText"
+	ExpectText  = "screen.expectText"
+	ClickLabel  = "mouse.clickLabel"
+	Type        = "keyboard.type"
+	Press       = "keyboard.press"
+	Click       = "mouse.click"
 	DoubleClick = "mouse.doubleClick"
-	Drag        = "mouse.drag" // DragArgs -> Empty
-	Move        = "mouse.move" // PointArgs -> Empty
+	Drag        = "mouse.drag"
+	Move        = "mouse.move"
 	Start       = "power.start"
 	Stop        = "power.stop"
-	Snapshot    = "power.snapshot" // SnapshotArgs -> Empty
-	Rollback    = "power.rollback" // SnapshotArgs -> Empty
-	SaveShot    = "evidence.save"  // SaveShotArgs -> SaveShotAnswer
-	Log         = "log"            // LogArgs -> Empty
-	Recipe      = "recipe"         // RecipeArgs -> the recipe's own answer
-	Sleep       = "sleep"          // SleepArgs -> Empty
-	Step        = "step"           // StepArgs -> Empty
+	Snapshot    = "power.snapshot"
+	Rollback    = "power.rollback"
+	SaveShot    = "evidence.save"
+	Log         = "log"
+	Recipe      = "recipe"
+	Sleep       = "sleep"
+	Step        = "step"
 )
 
-// Empty is the answer of calls that answer nothing but success.
+// Empty is the answer of calls that answer nothing but success, and the
+// arguments of calls that take none.
 type Empty struct{}
 
 // ExecArgs runs a shell command as root in the guest (umask 022).
-// Timeout default 120.
 type ExecArgs struct {
 	Command string  `json:"command"`
 	Timeout float64 `json:"timeout,omitempty"`
@@ -79,25 +86,24 @@ type CheckAnswer struct {
 	ExecAnswer
 }
 
-// RunArgs starts (or picks up) a long detached command. Wait default 45 (a
-// script's waits are not capped by max_wait); Restart runs a finished
-// command again.
+// RunArgs starts (or picks up) a long detached command; Restart runs a
+// finished command again.
 type RunArgs struct {
 	Command string  `json:"command"`
 	Wait    float64 `json:"wait,omitempty"`
 	Restart bool    `json:"restart,omitempty"`
 }
 
-// RunAnswer is where a detached command is: state "done", "failed" or
-// "running", with the last lines of its output.
+// RunAnswer is where a detached command is, with the last lines of its
+// output.
 type RunAnswer struct {
-	State   string  `json:"state"`
+	State   string  `json:"state" ts:"\"done\" | \"failed\" | \"running\""`
 	Exit    int     `json:"exit"`
 	Seconds float64 `json:"seconds"`
-	Tail    string  `json:"tail"`
+	Tail    string  `json:"tail"` // the last 20 lines of its output
 }
 
-// ReadFileArgs reads a window of a guest file. Max default 16384.
+// ReadFileArgs reads a window of a guest file.
 type ReadFileArgs struct {
 	Path   string `json:"path"`
 	Offset int64  `json:"offset,omitempty"`
@@ -117,7 +123,7 @@ type WriteFileArgs struct {
 	Base64 string `json:"base64,omitempty"`
 }
 
-// WaitBootArgs waits for the guest agent. Timeout default 60.
+// WaitBootArgs waits for the guest agent.
 type WaitBootArgs struct {
 	Timeout float64 `json:"timeout,omitempty"`
 }
@@ -128,14 +134,14 @@ type WaitAnswer struct {
 	Seconds float64 `json:"seconds"`
 }
 
-// ExecGUIArgs launches a program in a user's desktop session. User default
-// "test".
+// ExecGUIArgs launches a program in a user's desktop session.
 type ExecGUIArgs struct {
 	Command string `json:"command"`
 	User    string `json:"user,omitempty"`
 }
 
-// ExecGUIAnswer says whether it still runs after 2 s, and its first output.
+// ExecGUIAnswer says whether the program still runs after 2 s, and its
+// first output.
 type ExecGUIAnswer struct {
 	Running bool   `json:"running"`
 	Output  string `json:"output"`
@@ -147,23 +153,23 @@ type ShotAnswer struct {
 	Image  string `json:"image"`
 	Width  int    `json:"width"`
 	Height int    `json:"height"`
-	Digest string `json:"digest"` // of the pixels: equal screens, equal digests
+	Digest string `json:"digest"` // a digest of the pixels (xxHash64): equal screens have equal digests
 }
 
-// WaitStillArgs waits until the screen has not changed for Seconds
-// (default 2) or Timeout passes (default 30).
+// WaitStillArgs waits until the screen has not changed for Seconds or
+// Timeout passes.
 type WaitStillArgs struct {
 	Seconds float64 `json:"seconds,omitempty"`
 	Timeout float64 `json:"timeout,omitempty"`
 }
 
-// WaitChangeArgs waits until the screen changes. Timeout default 30.
+// WaitChangeArgs waits until the screen changes.
 type WaitChangeArgs struct {
 	Timeout float64 `json:"timeout,omitempty"`
 }
 
 // WaitWindowArgs waits until a window whose title or class contains Window
-// shows (Gone: until none does). Timeout default 20, User default "test".
+// shows (Gone: until none does).
 type WaitWindowArgs struct {
 	Window  string  `json:"window"`
 	Gone    bool    `json:"gone,omitempty"`
@@ -198,13 +204,13 @@ type PointArgs struct {
 	Frame string `json:"frame,omitempty"`
 }
 
-// ClickArgs clicks at a point. Button default "left", Count default 1.
-// Frame (a screen.shot digest) refuses the click, clicking nothing, when
-// the screen around the point has changed since that shot.
+// ClickArgs clicks at a point. Frame (a screen.shot digest) refuses the
+// click, clicking nothing, when the screen around the point has changed
+// since that shot.
 type ClickArgs struct {
 	X      int    `json:"x"`
 	Y      int    `json:"y"`
-	Button string `json:"button,omitempty"`
+	Button string `json:"button,omitempty" ts:"\"left\" | \"middle\" | \"right\""`
 	Count  int    `json:"count,omitempty"`
 	Frame  string `json:"frame,omitempty"`
 }
@@ -231,16 +237,15 @@ type Box struct {
 type TextWord struct {
 	Text string  `json:"text"`
 	Box  Box     `json:"box"`
-	Conf float64 `json:"conf"` // 0-100
+	Conf float64 `json:"conf"` // Tesseract's confidence, 0-100
 }
 
 // TextLine is a word group: words close together on one baseline.
-// Selected marks a highlighted row (a list or menu selection).
 type TextLine struct {
 	Text     string     `json:"text"`
 	Box      Box        `json:"box"`
-	Selected bool       `json:"selected,omitempty"`
-	Conf     float64    `json:"conf"`
+	Selected bool       `json:"selected,omitempty"` // a highlighted row (a list or menu selection)
+	Conf     float64    `json:"conf"`               // Tesseract's mean word confidence, 0-100
 	Words    []TextWord `json:"words"`
 }
 
@@ -254,17 +259,19 @@ type ReadAnswer struct {
 
 // TextArgs names text to look for on screen: matched case-folded, fuzzily
 // (an edit for 4-7 letters, two from 8), with Cyrillic and Latin look-alike
-// letters folded. Timeout (waitText only) default 30.
+// letters folded. Timeout serves waitText only.
 type TextArgs struct {
 	Label   string  `json:"label"`
 	Timeout float64 `json:"timeout,omitempty"`
 }
 
 // TextAnswer is where the text is: X, Y its centre (where a click lands),
-// Box its extent, Text what was read there. Found false: not on screen.
+// Box its extent, Text what was read there. Found false: not on screen
+// (the JavaScript verbs answer null then, so their TextSpot is always
+// found).
 type TextAnswer struct {
-	Found    bool   `json:"found"`
-	Text     string `json:"text,omitempty"`
+	Found    bool   `json:"found" ts:"true"`
+	Text     string `json:"text,omitempty" ts:"string"`
 	X        int    `json:"x"`
 	Y        int    `json:"y"`
 	Box      Box    `json:"box"`
@@ -279,12 +286,11 @@ type TextWaitAnswer struct {
 }
 
 // ClickLabelArgs clicks an element by its visible label. Kind narrows the
-// element type (button, icon, ...; see hostapi.Kinds); Button default
-// "left", Count default 1; Frame as for Click.
+// element type (button, icon, ...; see hostapi.Kinds); Frame as for Click.
 type ClickLabelArgs struct {
 	Label  string `json:"label"`
-	Kind   string `json:"kind,omitempty"`
-	Button string `json:"button,omitempty"`
+	Kind   string `json:"kind,omitempty" ts:"ElementKind"`
+	Button string `json:"button,omitempty" ts:"\"left\" | \"middle\" | \"right\""`
 	Count  int    `json:"count,omitempty"`
 	Frame  string `json:"frame,omitempty"`
 }
@@ -293,7 +299,7 @@ type ClickLabelArgs struct {
 // found: source "ocr", "elements" (the vision model's list) or
 // "grounding".
 type ClickLabelAnswer struct {
-	Source string `json:"source"`
+	Source string `json:"source" ts:"\"ocr\" | \"elements\" | \"grounding\""`
 	X      int    `json:"x"`
 	Y      int    `json:"y"`
 	Text   string `json:"text"` // what was read at that spot
@@ -301,7 +307,6 @@ type ClickLabelAnswer struct {
 }
 
 // PowerArgs bounds how long start/stop wait for the backend's task.
-// Wait default 600 (a script waits as long as its run may last).
 type PowerArgs struct {
 	Wait float64 `json:"wait,omitempty"`
 }
@@ -331,6 +336,7 @@ type LogArgs struct {
 
 // RecipeArgs runs a recipe (a script with tool: false, or another tool
 // script) on the same VM, under the same lock; nesting is at most 3 deep.
+// It answers the recipe's own answer.
 type RecipeArgs struct {
 	Name   string            `json:"name"`
 	Params map[string]string `json:"params,omitempty"`

@@ -6,30 +6,25 @@ import (
 )
 
 // Defaults holds the default of every option a call takes, by call and
-// option: the one table the host applies when a script leaves an option out
-// (or passes 0). stdlib/poligon.d.ts and the Go SDK document these values;
-// a test fails when either disagrees with this table.
-var Defaults = map[string]map[string]any{
-	Exec:        {"timeout": 120},
-	Expect:      {"timeout": 120},
-	Check:       {"timeout": 120},
-	RunDetached: {"wait": 45},
-	ReadFile:    {"offset": 0, "max": 16384},
-	WaitBoot:    {"timeout": 60},
-	ExecGUI:     {"user": "test"},
-	WaitStill:   {"seconds": 2, "timeout": 30},
-	WaitChange:  {"timeout": 30},
-	WaitWindow:  {"timeout": 20, "user": "test"},
-	Click:       {"button": "left", "count": 1},
-	WaitText:    {"timeout": 30},
-	ClickLabel:  {"button": "left", "count": 1},
-	// A script's power steps wait as long as its run may last: no client
-	// waits on each call, and a step that returned early would race the
-	// next one.
-	Start:    {"wait": 600},
-	Stop:     {"wait": 600},
-	Snapshot: {"wait": 600},
-	Rollback: {"wait": 600},
+// option, as the Registry declares them: what the host applies when a
+// script leaves an option out (or passes 0). The MCP tools that mirror a
+// call show the same values.
+var Defaults = defaultsOf(Registry)
+
+func defaultsOf(registry []Call) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, c := range registry {
+		for _, o := range c.Options {
+			if o.Default == nil {
+				continue
+			}
+			if out[c.Name] == nil {
+				out[c.Name] = map[string]any{}
+			}
+			out[c.Name][o.Name] = o.Default
+		}
+	}
+	return out
 }
 
 func lookup(call, option string) any {

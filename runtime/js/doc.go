@@ -10,6 +10,8 @@
 //
 // The sandbox (sandbox.go, prelude.js):
 //   - the vm object is built in JS over one native host call, and frozen;
+//     its verbs, one per host call, are written into prelude.js by
+//     go generate from hostapi/calls.Registry;
 //     the prelude captures the builtins it uses, so a script rewriting
 //     JSON.stringify or Object.prototype changes nothing it sends;
 //   - require takes "poligon/<module>" (embedded, lib/) and other scripts by

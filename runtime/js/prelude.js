@@ -5,6 +5,9 @@
 // script that replaces JSON.stringify or Array.prototype.indexOf cannot change
 // what the host is asked; the objects it hands out are frozen.
 //
+// The verbs of vm are written by go generate from hostapi/calls.Registry
+// (between the GENERATED markers); the checks and shapers they use are here.
+//
 // hostCall(name, argsJSON) answers the answer's JSON text or throws a
 // PoligonError built on the Go side; consoleWrite(level, text) writes to the
 // run's log; decodeUTF8Base64(s) decodes file.read answers.
@@ -74,27 +77,55 @@
     return v;
   }
 
-  // waited answers the seconds a wait* call waited, or null on its timeout.
-  function waited(answer) {
-    return answer && answer.ok ? answer.seconds : null;
+  // stringMap checks vm.recipe's params: an optional object of strings.
+  function stringMap(verb, what, v) {
+    if (v === undefined || v === null) return undefined;
+    if (typeof v !== "object" || isArray(v)) throw new TypeError_(`vm.${verb}: ${what} must be an object of strings`);
+    return v;
   }
 
+  // shotImage checks vm.evidence.save's shot, an optional screen.shot()
+  // answer, and answers its image.
+  function shotImage(verb, what, v) {
+    if (v === undefined || v === null) return undefined;
+    return str(verb, what + ".image", v.image);
+  }
+
+  // shapers turn a call's answer into what its verb answers the script
+  // (hostapi/calls.Result names them).
+  const shapers = {
+    stdout: (a) => a.stdout,
+    stdoutIfOK: (a) => (a.ok ? a.stdout : null),
+    seconds: (a) => (a && a.ok ? a.seconds : null),
+    box: (a) => (a && a.ok ? { x: a.x, y: a.y, w: a.w, h: a.h } : null),
+    spotIfOK: (a) => (a && a.ok ? a.text : null),
+    spotIfFound: (a) => (a && a.found ? a : null),
+    utf8: (a) => decodeUTF8Base64(a.base64),
+    path: (a) => a.path,
+  };
+
+  // makeVM builds the vm of a run: one verb per host call, each checking
+  // its options and arguments before it sends them (in the order of the
+  // call's argument fields) and shaping the answer.
   function makeVM(vmid) {
     const vm = {
       vmid: vmid,
+      // BEGIN GENERATED verbs: go generate ./hostapi/calls writes this part from hostapi/calls/registry.go; do not edit.
       exec(command, opts) {
         const o = options("exec", opts, ["timeout"]);
         return call("exec", { command: str("exec", "command", command), timeout: o.timeout });
       },
       expect(command, opts) {
         const o = options("expect", opts, ["timeout", "contains"]);
-        const a = call("expect", { command: str("expect", "command", command), timeout: o.timeout, contains: o.contains });
-        return a.stdout;
+        return shapers.stdout(call("expect", {
+          command: str("expect", "command", command),
+          timeout: o.timeout,
+          contains: o.contains,
+        }));
       },
       check(command, opts) {
         const o = options("check", opts, ["timeout"]);
-        const a = call("check", { command: str("check", "command", command), timeout: o.timeout });
-        return a.ok ? a.stdout : null;
+        return shapers.stdoutIfOK(call("check", { command: str("check", "command", command), timeout: o.timeout }));
       },
       run(command, opts) {
         const o = options("run", opts, ["wait", "restart"]);
@@ -102,7 +133,7 @@
       },
       waitBoot(opts) {
         const o = options("waitBoot", opts, ["timeout"]);
-        return waited(call("waitBoot", { timeout: o.timeout }));
+        return shapers.seconds(call("waitBoot", { timeout: o.timeout }));
       },
       execGui(command, opts) {
         const o = options("execGui", opts, ["user"]);
@@ -111,8 +142,11 @@
       file: {
         read(path, opts) {
           const o = options("file.read", opts, ["offset", "max"]);
-          const a = call("file.read", { path: str("file.read", "path", path), offset: o.offset, max: o.max });
-          return decodeUTF8Base64(a.base64);
+          return shapers.utf8(call("file.read", {
+            path: str("file.read", "path", path),
+            offset: o.offset,
+            max: o.max,
+          }));
         },
         write(path, text) {
           call("file.write", { path: str("file.write", "path", path), text: str("file.write", "text", text) });
@@ -124,30 +158,33 @@
         },
         waitStill(opts) {
           const o = options("screen.waitStill", opts, ["seconds", "timeout"]);
-          return waited(call("screen.waitStill", { seconds: o.seconds, timeout: o.timeout }));
+          return shapers.seconds(call("screen.waitStill", { seconds: o.seconds, timeout: o.timeout }));
         },
         waitChange(opts) {
           const o = options("screen.waitChange", opts, ["timeout"]);
-          return waited(call("screen.waitChange", { timeout: o.timeout }));
+          return shapers.seconds(call("screen.waitChange", { timeout: o.timeout }));
         },
         waitWindow(window, opts) {
           const o = options("screen.waitWindow", opts, ["gone", "timeout", "user"]);
-          const a = call("screen.waitWindow", {
-            window: str("screen.waitWindow", "window", window), gone: o.gone, timeout: o.timeout, user: o.user,
-          });
-          return a && a.ok ? { x: a.x, y: a.y, w: a.w, h: a.h } : null;
+          return shapers.box(call("screen.waitWindow", {
+            window: str("screen.waitWindow", "window", window),
+            gone: o.gone,
+            timeout: o.timeout,
+            user: o.user,
+          }));
         },
         read() {
           return call("screen.read", {});
         },
         waitText(label, opts) {
           const o = options("screen.waitText", opts, ["timeout"]);
-          const a = call("screen.waitText", { label: str("screen.waitText", "label", label), timeout: o.timeout });
-          return a && a.ok ? a.text : null;
+          return shapers.spotIfOK(call("screen.waitText", {
+            label: str("screen.waitText", "label", label),
+            timeout: o.timeout,
+          }));
         },
         checkText(label) {
-          const a = call("screen.checkText", { label: str("screen.checkText", "label", label) });
-          return a && a.found ? a : null;
+          return shapers.spotIfFound(call("screen.checkText", { label: str("screen.checkText", "label", label) }));
         },
         expectText(label) {
           return call("screen.expectText", { label: str("screen.expectText", "label", label) });
@@ -165,18 +202,29 @@
         click(x, y, opts) {
           const o = options("mouse.click", opts, ["button", "count", "frame"]);
           call("mouse.click", {
-            x: num("mouse.click", "x", x), y: num("mouse.click", "y", y), button: o.button, count: o.count, frame: o.frame,
+            x: num("mouse.click", "x", x),
+            y: num("mouse.click", "y", y),
+            button: o.button,
+            count: o.count,
+            frame: o.frame,
           });
         },
         doubleClick(x, y, opts) {
           const o = options("mouse.doubleClick", opts, ["frame"]);
-          call("mouse.doubleClick", { x: num("mouse.doubleClick", "x", x), y: num("mouse.doubleClick", "y", y), frame: o.frame });
+          call("mouse.doubleClick", {
+            x: num("mouse.doubleClick", "x", x),
+            y: num("mouse.doubleClick", "y", y),
+            frame: o.frame,
+          });
         },
         drag(x1, y1, x2, y2, opts) {
           const o = options("mouse.drag", opts, ["frame"]);
           call("mouse.drag", {
-            x1: num("mouse.drag", "x1", x1), y1: num("mouse.drag", "y1", y1),
-            x2: num("mouse.drag", "x2", x2), y2: num("mouse.drag", "y2", y2), frame: o.frame,
+            x1: num("mouse.drag", "x1", x1),
+            y1: num("mouse.drag", "y1", y1),
+            x2: num("mouse.drag", "x2", x2),
+            y2: num("mouse.drag", "y2", y2),
+            frame: o.frame,
           });
         },
         move(x, y, opts) {
@@ -186,7 +234,11 @@
         clickLabel(label, opts) {
           const o = options("mouse.clickLabel", opts, ["kind", "button", "count", "frame"]);
           return call("mouse.clickLabel", {
-            label: str("mouse.clickLabel", "label", label), kind: o.kind, button: o.button, count: o.count, frame: o.frame,
+            label: str("mouse.clickLabel", "label", label),
+            kind: o.kind,
+            button: o.button,
+            count: o.count,
+            frame: o.frame,
           });
         },
       },
@@ -210,21 +262,17 @@
       },
       evidence: {
         save(path, shot) {
-          let image;
-          if (shot !== undefined && shot !== null) {
-            image = str("evidence.save", "shot.image", shot.image);
-          }
-          return call("evidence.save", { path: str("evidence.save", "path", path), image: image }).path;
+          return shapers.path(call("evidence.save", {
+            path: str("evidence.save", "path", path),
+            image: shotImage("evidence.save", "shot", shot),
+          }));
         },
       },
       log(message) {
         call("log", { message: String_(message) });
       },
       recipe(name, params) {
-        if (params !== undefined && params !== null && (typeof params !== "object" || isArray(params))) {
-          throw new TypeError_(`vm.recipe: params must be an object of strings`);
-        }
-        return call("recipe", { name: str("recipe", "name", name), params: params === null ? undefined : params });
+        return call("recipe", { name: str("recipe", "name", name), params: stringMap("recipe", "params", params) });
       },
       sleep(seconds) {
         call("sleep", { seconds: num("sleep", "seconds", seconds) });
@@ -232,6 +280,7 @@
       step(n, of, label) {
         call("step", { n: num("step", "n", n), of: num("step", "of", of), label: str("step", "label", label) });
       },
+      // END GENERATED verbs
     };
     const groups = keys(vm);
     for (let i = 0; i < groups.length; i++) {

@@ -151,6 +151,31 @@ func TestPrototypePollution(t *testing.T) {
 	}
 }
 
+// Setters a module puts on Object.prototype before its run neither see
+// nor change the vm the run gets or the arguments its verbs send.
+func TestPrototypeSettersSeeNoVerbs(t *testing.T) {
+	h := newFakeHost()
+	res, err := runWith(t, mustLoad(t, `
+const seen = [];
+const trap = (key) => Object.defineProperty(Object.prototype, key,
+  { set(v) { seen.push(key); }, get() { return "stolen"; }, configurable: true });
+["exec", "screen", "shot", "vmid"].forEach(trap); // before the run's vm is made
+module.exports = { name: "t", description: "d", run(vm) {
+  ["command", "timeout"].forEach(trap);
+  vm.exec("ls", { timeout: 5 });
+  vm.screen.shot();
+  return { seen, vmid: vm.vmid, exec: typeof vm.exec };
+} };
+`), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "answer", string(res.Value), `{"seen":[],"vmid":101,"exec":"function"}`)
+	if got := h.recorded(); len(got) != 2 || got[0].Args != `{"command":"ls","timeout":5}` || got[1].Name != "screen.shot" {
+		t.Fatalf("host saw %+v", got)
+	}
+}
+
 func TestDeterminism(t *testing.T) {
 	m := mustLoad(t, script(`
     const d = new Date();

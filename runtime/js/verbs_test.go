@@ -1,8 +1,10 @@
 package js
 
 import (
+	"cmp"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/poligon/poligon/hostapi/calls"
@@ -111,6 +113,72 @@ func TestVerbArgumentChecks(t *testing.T) {
 		contains(t, err.Error(), want)
 		if n := len(h.recorded()); n != 0 {
 			t.Fatalf("%s made %d host calls", js, n)
+		}
+	}
+}
+
+// TestEveryRegisteredCallHasAVerb calls the verb of every entry of the
+// host call registry with all its arguments and options, and checks the
+// call it makes, argument for argument, in the order the host's argument
+// type declares them.
+func TestEveryRegisteredCallHasAVerb(t *testing.T) {
+	// sample answers a JS argument and the JSON the verb should send for it.
+	sample := func(check string, field reflect.Type) (js, sent string) {
+		switch {
+		case check == string(calls.ArgText):
+			return `42`, `"42"`
+		case check == string(calls.ArgStrings):
+			return `{k: "v"}`, `{"k":"v"}`
+		case check == string(calls.ArgShot):
+			return `{image: "shot-1"}`, `"shot-1"`
+		case field.Kind() == reflect.Bool:
+			return `true`, `true`
+		case field.Kind() == reflect.String:
+			return `"s"`, `"s"`
+		default:
+			return `2`, `2`
+		}
+	}
+	fieldOf := func(c calls.Call, name string) reflect.Type {
+		args := reflect.TypeOf(c.Args)
+		for i := range args.NumField() {
+			if tag, _, _ := strings.Cut(args.Field(i).Tag.Get("json"), ","); tag == name {
+				return args.Field(i).Type
+			}
+		}
+		t.Fatalf("%s: no field %s", c.Name, name)
+		return nil
+	}
+	// An answer every shaper can read.
+	answer := `{"ok":true,"found":true,"stdout":"","seconds":1,"base64":"","path":"p","text":{}}`
+	for _, c := range calls.Registry {
+		var jsArgs, sent []string
+		for _, p := range c.Params {
+			field := cmp.Or(p.Field, p.Name)
+			check := string(p.JS)
+			js, s := sample(check, fieldOf(c, field))
+			jsArgs = append(jsArgs, js)
+			sent = append(sent, `"`+field+`":`+s)
+		}
+		if len(c.Options) > 0 {
+			var opts []string
+			for _, o := range c.Options {
+				js, s := sample("", fieldOf(c, o.Name))
+				opts = append(opts, o.Name+": "+js)
+				sent = append(sent, `"`+o.Name+`":`+s)
+			}
+			jsArgs = append(jsArgs, "{"+strings.Join(opts, ", ")+"}")
+		}
+		expr := "vm." + c.Name + "(" + strings.Join(jsArgs, ", ") + ")"
+		h := newFakeHost()
+		h.answers[c.Name] = answer
+		if _, err := runWith(t, mustLoad(t, script(expr+";")), h); err != nil {
+			t.Errorf("%s: %v", expr, err)
+			continue
+		}
+		want := "{" + strings.Join(sent, ",") + "}"
+		if got := h.recorded(); len(got) != 1 || got[0].Name != c.Name || got[0].Args != want {
+			t.Errorf("%s made %+v, want one %s %s", expr, got, c.Name, want)
 		}
 	}
 }

@@ -26,10 +26,13 @@
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o uname.wasm .
 //
 // The verbs are those of poligon.d.ts with the argument and answer types of
-// hostapi/calls; options are an optional trailing struct. Every verb blocks
-// until the host answers. A failed call answers an *Error carrying the
-// host's hint; returning it (wrapped or not) from Run fails the run with
-// that hint.
+// hostapi/calls; options are an optional trailing struct. Most verbs, and
+// every options struct, are generated from hostapi/calls.Registry
+// (calls_gen.go); Expect, Check, ReadFile, WriteFile and SaveShot are
+// written by hand over VM.Call, which makes any call by name. Every verb
+// blocks until the host answers. A failed call answers an *Error carrying
+// the host's hint; returning it (wrapped or not) from Run fails the run
+// with that hint.
 //
 // A script sees no filesystem, environment, network or real clock: time.Now
 // starts at the run's fixed clock, math/rand and crypto/rand are seeded per

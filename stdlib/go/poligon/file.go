@@ -1,5 +1,8 @@
 package poligon
 
+// ReadFile and WriteFile are written by hand (GoByHand in
+// hostapi/calls.Registry): they decode and encode the bytes as text.
+
 import (
 	"encoding/base64"
 	"fmt"
@@ -7,12 +10,6 @@ import (
 
 	"github.com/poligon/poligon/hostapi/calls"
 )
-
-// ReadFileOpts are the options of ReadFile.
-type ReadFileOpts struct {
-	Offset int64 // default 0
-	Max    int64 // bytes; default 16384
-}
 
 // ReadFile reads a window of a guest file.
 func (vm *VM) ReadFile(path string, opts ...ReadFileOpts) (string, error) {
