@@ -33,7 +33,7 @@ func (c eyesCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c eyesCollector) Collect(ch chan<- prometheus.Metric) {
-	e := c.s.app.Env.Eyes
+	e := c.s.app.Eyes
 	if e == nil {
 		return
 	}
@@ -57,7 +57,7 @@ func (c eyesCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(modelEvents, float64(e.Events.Recorded()))
 	}
 	if e.Vision != nil {
-		hits, entries := e.CacheStats()
+		hits, entries := c.s.app.Env.Eyes.CacheStats()
 		counter(visionHits, float64(hits))
 		ch <- prometheus.MustNewConstMetric(visionEntries, prometheus.GaugeValue, float64(entries))
 	}

@@ -9,23 +9,37 @@ import (
 	"sync"
 	"time"
 
-	"github.com/poligon/poligon/backends/ocr"
-	"github.com/poligon/poligon/backends/vision"
+	"github.com/poligon/poligon/backends"
 )
 
 // Eyes read the screen for every caller of the process: OCR, the vision
 // model's element lists (cached by frame digest, whoever asks), and the
 // grounding model. Set up once at start.
 type Eyes struct {
-	OCR       *ocr.Reader    // nil: no OCR
-	Vision    *vision.Client // nil: no vision model (ui_see refuses)
-	Grounding *vision.Client // nil: the vision model grounds too
+	OCR       TextReader   // nil: no OCR
+	Vision    ElementModel // nil: no vision model (ui_see refuses)
+	Grounding ElementModel // nil: the vision model grounds too
 	// SeeAlways adds the element list to every screenshot answer.
 	SeeAlways bool
-	// Events records the models' failures (POLIGON_MCP_EVENTS); nil: none.
-	Events *vision.Events
 
 	elements elementCache
+}
+
+// TextReader reads a frame's text (backends/ocr's Reader). A read it cannot
+// make on this machine fails with backends.ErrOCRUnavailable.
+type TextReader interface {
+	Read(ctx context.Context, img *image.RGBA) (backends.TextPage, error)
+}
+
+// ElementModel is a vision model (backends/vision's Client): it lists a
+// frame's UI elements and points at a label (a point it cannot give fails
+// with backends.ErrNoPoint).
+type ElementModel interface {
+	ListElements(ctx context.Context, img *image.RGBA) (backends.ElementList, error)
+	Point(ctx context.Context, img *image.RGBA, label, kind string) (image.Point, error)
+	// ListKey names what a list of a w x h frame depends on beside its
+	// pixels (the model, its prompt, the size sent).
+	ListKey(w, h int) string
 }
 
 // The element cache, as the manual has it: by frame digest, 300 s, at most
@@ -37,7 +51,7 @@ const (
 
 type elementEntry struct {
 	done  chan struct{}
-	list  vision.List
+	list  backends.ElementList
 	err   error
 	added time.Time
 }
@@ -51,7 +65,7 @@ type elementCache struct {
 
 // get answers the frame's element list: from the cache, from a call in
 // flight for the same frame, or from fn. Only complete lists stay.
-func (c *elementCache) get(ctx context.Context, key string, fn func() (vision.List, error)) (vision.List, bool, error) {
+func (c *elementCache) get(ctx context.Context, key string, fn func() (backends.ElementList, error)) (backends.ElementList, bool, error) {
 	c.mu.Lock()
 	if c.entries == nil {
 		c.entries = map[string]*elementEntry{}
@@ -62,7 +76,7 @@ func (c *elementCache) get(ctx context.Context, key string, fn func() (vision.Li
 		select {
 		case <-e.done:
 		case <-ctx.Done():
-			return vision.List{}, false, ctx.Err()
+			return backends.ElementList{}, false, ctx.Err()
 		}
 		if e.err == nil && e.list.Complete {
 			c.mu.Lock()
@@ -122,7 +136,7 @@ func (e *Eyes) CacheStats() (hits int64, entries int) {
 func (v *VM) eyes() *Eyes { return v.c.env.Eyes }
 
 // noOCR is the refusal when OCR cannot run.
-func (v *VM) ocr() (*ocr.Reader, error) {
+func (v *VM) ocr() (TextReader, error) {
 	e := v.eyes()
 	if e == nil || e.OCR == nil {
 		return nil, Failf("this server runs without OCR: see [ocr] in the config", "OCR is not set up")
@@ -133,7 +147,7 @@ func (v *VM) ocr() (*ocr.Reader, error) {
 // Reading is what OCR read on one frame.
 type Reading struct {
 	Frame Frame
-	Page  ocr.Page
+	Page  backends.TextPage
 }
 
 // Read takes a screenshot and reads its text.
@@ -149,9 +163,9 @@ func (v *VM) Read(ctx context.Context) (Reading, error) {
 	return v.readFrame(ctx, r, f)
 }
 
-func (v *VM) readFrame(ctx context.Context, r *ocr.Reader, f Frame) (Reading, error) {
+func (v *VM) readFrame(ctx context.Context, r TextReader, f Frame) (Reading, error) {
 	p, err := r.Read(ctx, f.Image)
-	if errors.Is(err, ocr.ErrUnavailable) {
+	if errors.Is(err, backends.ErrOCRUnavailable) {
 		return Reading{}, &Error{Message: err.Error(), Hint: "install what it names (tools/deps.sh does), or read the screen with ui_screenshot", Err: err}
 	}
 	if err != nil {
@@ -163,7 +177,7 @@ func (v *VM) readFrame(ctx context.Context, r *ocr.Reader, f Frame) (Reading, er
 // Seeing is a vision model's element list for one frame.
 type Seeing struct {
 	Frame    Frame
-	Elements []vision.Element // in full-frame pixels
+	Elements []backends.Element // in full-frame pixels
 	Cached   bool
 	Took     time.Duration // the model call (0 from the cache)
 	Complete bool          // false: the model was cut off or unparseable
@@ -172,7 +186,7 @@ type Seeing struct {
 }
 
 // visionModel answers the vision client or the refusal.
-func (v *VM) visionModel() (*vision.Client, error) {
+func (v *VM) visionModel() (ElementModel, error) {
 	e := v.eyes()
 	if e == nil || e.Vision == nil {
 		return nil, Failf("set [vision] api and a key in the config (or PV_AI_API and PV_AI_KEY)", "no vision model is configured")
@@ -194,28 +208,28 @@ func (v *VM) See(ctx context.Context, f Frame, region *Window) (Seeing, error) {
 		if box.Empty() {
 			return Seeing{}, Failf("take the full frame instead", "window %s (%q) is off screen", region.ID, region.Title)
 		}
-		list, err := m.Elements(ctx, f.Image.SubImage(box).(*image.RGBA))
+		list, err := m.ListElements(ctx, f.Image.SubImage(box).(*image.RGBA))
 		if err != nil {
 			return Seeing{}, modelError(err)
 		}
-		s.Elements, s.Took, s.Complete, s.Problem = list.Elements, list.Call.Duration, list.Complete, list.Problem
+		s.Elements, s.Took, s.Complete, s.Problem = list.Elements, list.Took, list.Complete, list.Problem
 		return s, nil
 	}
 	key := elementKey(m, f)
-	list, cached, err := v.eyes().elements.get(ctx, key, func() (vision.List, error) { return m.Elements(ctx, f.Image) })
+	list, cached, err := v.eyes().elements.get(ctx, key, func() (backends.ElementList, error) { return m.ListElements(ctx, f.Image) })
 	if err != nil {
 		return Seeing{}, modelError(err)
 	}
 	s.Elements, s.Cached, s.Complete, s.Problem = list.Elements, cached, list.Complete, list.Problem
 	if !cached {
-		s.Took = list.Call.Duration
+		s.Took = list.Took
 	}
 	return s, nil
 }
 
 // cachedElements answers the frame's element list if the cache has it,
 // without calling the model.
-func (v *VM) cachedElements(f Frame) ([]vision.Element, bool) {
+func (v *VM) cachedElements(f Frame) ([]backends.Element, bool) {
 	e := v.eyes()
 	if e == nil || e.Vision == nil {
 		return nil, false
@@ -237,10 +251,9 @@ func (v *VM) cachedElements(f Frame) ([]vision.Element, bool) {
 
 // elementKey names a frame's list: its pixels and the pipeline that made
 // it (model, prompt, the size sent), which is the same for every caller.
-func elementKey(m *vision.Client, f Frame) string {
+func elementKey(m ElementModel, f Frame) string {
 	b := f.Image.Bounds()
-	sw, sh := m.SendSize(b.Dx(), b.Dy())
-	return fmt.Sprintf("%s|%d|%dx%d|%s", m.Model(), vision.PromptVersion, sw, sh, f.Digest())
+	return m.ListKey(b.Dx(), b.Dy()) + "|" + f.Digest()
 }
 
 // modelError keeps a model client's message and hint.
@@ -266,7 +279,7 @@ func CheckKind(kind string) error {
 
 // ocrCandidates are the pieces of text a label may name on a page: each
 // line, and each run of consecutive words in it.
-func ocrCandidates(p ocr.Page, words int) []candidate {
+func ocrCandidates(p backends.TextPage, words int) []candidate {
 	var out []candidate
 	for _, l := range p.Lines {
 		out = append(out, candidate{Spot: Spot{Box: l.Box, Text: l.Text, Selected: l.Selected}, folded: foldLabel(l.Text)})
@@ -292,7 +305,7 @@ func ocrCandidates(p ocr.Page, words int) []candidate {
 
 // FindText looks for label in what OCR read; nil when it is not there, an
 // error when it is in several places equally.
-func FindText(p ocr.Page, label string) (*Spot, error) {
+func FindText(p backends.TextPage, label string) (*Spot, error) {
 	spots := bestSpots(label, ocrCandidates(p, len(strings.Fields(label))))
 	switch len(spots) {
 	case 0:
@@ -421,7 +434,7 @@ func (v *VM) locate(ctx context.Context, f Frame, label, kind string) (LabelClic
 	// Icons have no text for OCR to read.
 	if e.OCR != nil && kind != "icon" {
 		rd, err := v.readFrame(ctx, e.OCR, f)
-		if err != nil && (e.Vision == nil || !errors.Is(err, ocr.ErrUnavailable)) {
+		if err != nil && (e.Vision == nil || !errors.Is(err, backends.ErrOCRUnavailable)) {
 			return LabelClick{}, err
 		}
 		if err == nil {
@@ -459,10 +472,9 @@ func (v *VM) locate(ctx context.Context, f Frame, label, kind string) (LabelClic
 		return LabelClick{}, Failf("check the spelling against ui_read's lines; without a grounding model ([grounding] or [vision] in the config) only text OCR reads can be clicked by label",
 			"label %q is not on the screen", label)
 	}
-	p, _, err := g.Ground(ctx, f.Image, label, kind)
+	p, err := g.Point(ctx, f.Image, label, kind)
 	if err != nil {
-		var ve *vision.Error
-		if errors.As(err, &ve) && ve.Category == vision.CategoryNoPoint {
+		if errors.Is(err, backends.ErrNoPoint) {
 			return LabelClick{}, Failf("check the label against ui_read or ui_see", "label %q is not on the screen (the grounding model gave no point)", label)
 		}
 		return LabelClick{}, modelError(err)
@@ -476,7 +488,7 @@ func (v *VM) locate(ctx context.Context, f Frame, label, kind string) (LabelClic
 
 // ElementLines renders an element list as the manual's TSV: x, y, type,
 // label; "elements: 0" when there is none.
-func ElementLines(els []vision.Element) string {
+func ElementLines(els []backends.Element) string {
 	if len(els) == 0 {
 		return "elements: 0"
 	}

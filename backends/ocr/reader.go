@@ -21,6 +21,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/backends/ocr/internal/tess"
 )
 
@@ -55,35 +56,13 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Line is a word group read on screen: words close together on one
-// baseline over one background. Boxes are in frame pixels.
-type Line struct {
-	Box      image.Rectangle
-	Text     string
-	Conf     float64 // tesseract's mean word confidence, 0-100
-	Selected bool    // on a highlight bar: a selected row, a menu item
-	Words    []Word
-}
-
-// Centre answers the middle of the line's box.
-func (l Line) Centre() image.Point {
-	return image.Pt((l.Box.Min.X+l.Box.Max.X)/2, (l.Box.Min.Y+l.Box.Max.Y)/2)
-}
-
-// Word is one word of a line.
-type Word struct {
-	Box  image.Rectangle
-	Text string
-	Conf float64
-}
-
-// Page is what a frame reads as.
-type Page struct {
-	Lines  []Line
-	Read   int           // pieces recognised for this frame (equal pieces once)
-	Cached int           // pieces answered from the cache
-	Took   time.Duration // the whole read
-}
+// What a read answers (backends' TextPage, so hostapi reads a page
+// without importing this package).
+type (
+	Line = backends.TextLine
+	Word = backends.TextWord
+	Page = backends.TextPage
+)
 
 // Stats are counters since the reader opened.
 type Stats struct {

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/poligon/poligon/backends"
 	"github.com/poligon/poligon/internal/logs"
 )
 
@@ -51,11 +52,7 @@ type Client struct {
 // Element is one UI element; X, Y is its centre in the pixels of the frame
 // passed in (in the frame's own coordinates: a SubImage answers points of
 // the image it was cut from).
-type Element struct {
-	X, Y  int
-	Type  string // button, link, field, checkbox, radio, tab, menu, menuitem, list item, icon, text, window, other
-	Label string // screen text, cleaned of control characters, at most 200 runes
-}
+type Element = backends.Element
 
 // List is the answer of Elements.
 type List struct {

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/poligon/poligon/backends"
 )
 
 // Error categories (the event categories of the manual).
@@ -52,6 +54,11 @@ func (e *Error) SafeLen() int {
 // Hint says what to do about it (backends.Hinted).
 func (e *Error) Hint() string  { return e.hint }
 func (e *Error) Unwrap() error { return e.err }
+
+// Is makes a grounding answer without a point backends.ErrNoPoint.
+func (e *Error) Is(target error) bool {
+	return target == backends.ErrNoPoint && e.Category == CategoryNoPoint
+}
 
 // scrubber removes the key from text that may echo the request.
 type scrubber struct{ forms []string }

@@ -38,6 +38,8 @@ type App struct {
 	// Env is what every caller shares: evidence, locks, wait caps, eyes,
 	// leases.
 	Env *hostapi.Env
+	// Eyes are the screen readers (OCR, the vision and grounding models).
+	Eyes *Eyes
 	// Store is the state shared with other poligon processes (leases,
 	// stands); nil without state_dir.
 	Store *store.Store
@@ -106,9 +108,10 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err er
 		}
 		a.benches[bc.Name] = b
 	}
-	if a.Env.Eyes, a.closeEyes, err = OpenEyes(cfg, log); err != nil {
+	if a.Eyes, a.closeEyes, err = openEyes(cfg, log); err != nil {
 		return nil, err
 	}
+	a.Env.Eyes = a.Eyes.hostapi()
 	if a.Audit, err = audit.Open(cfg.AuditLog); err != nil {
 		return nil, err
 	}

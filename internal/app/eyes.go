@@ -12,11 +12,39 @@ import (
 	"github.com/poligon/poligon/hostapi"
 )
 
-// OpenEyes makes the process's screen reading from the config: the OCR
+// Eyes are the process's screen readers as the app made them: the
+// clients themselves, for reports and metrics. Env.Eyes is hostapi's view
+// of the same.
+type Eyes struct {
+	OCR       *ocr.Reader    // nil: no OCR
+	Vision    *vision.Client // nil: no vision model
+	Grounding *vision.Client // nil: the vision model grounds too
+	// Events records the models' failures (POLIGON_MCP_EVENTS); nil: none.
+	Events    *vision.Events
+	SeeAlways bool
+}
+
+// hostapi answers the eyes as hostapi uses them (an absent client stays a
+// nil interface).
+func (e *Eyes) hostapi() *hostapi.Eyes {
+	h := &hostapi.Eyes{SeeAlways: e.SeeAlways}
+	if e.OCR != nil {
+		h.OCR = e.OCR
+	}
+	if e.Vision != nil {
+		h.Vision = e.Vision
+	}
+	if e.Grounding != nil {
+		h.Grounding = e.Grounding
+	}
+	return h
+}
+
+// openEyes makes the process's screen reading from the config: the OCR
 // reader (its engines start on first use), and the vision and grounding
 // clients when their endpoints are set. close releases them.
-func OpenEyes(cfg *config.Config, log *slog.Logger) (eyes *hostapi.Eyes, close func(), err error) {
-	e := &hostapi.Eyes{SeeAlways: cfg.Vision.SeeAlways}
+func openEyes(cfg *config.Config, log *slog.Logger) (eyes *Eyes, close func(), err error) {
+	e := &Eyes{SeeAlways: cfg.Vision.SeeAlways}
 	var events *vision.Events
 	closers := []func(){}
 	close = func() {
@@ -72,7 +100,7 @@ func OpenEyes(cfg *config.Config, log *slog.Logger) (eyes *hostapi.Eyes, close f
 // server whose users never read the screen serves as configured without
 // tesseract. It loads nothing.
 func (a *App) EyesReport() map[string]any {
-	e := a.Env.Eyes
+	e := a.Eyes
 	out := map[string]any{"ocr": false, "vision": false, "grounding": false, "see_always": false}
 	if e == nil {
 		return out
@@ -94,7 +122,7 @@ func (a *App) EyesReport() map[string]any {
 // eyesProblems are the eyes' readiness problems: see-always without a
 // vision model cannot serve as configured (config check refuses it too).
 func (a *App) eyesProblems() []string {
-	if e := a.Env.Eyes; e != nil && e.SeeAlways && e.Vision == nil {
+	if e := a.Eyes; e != nil && e.SeeAlways && e.Vision == nil {
 		return []string{"see_always is on but no vision model is configured"}
 	}
 	return nil

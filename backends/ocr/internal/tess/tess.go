@@ -8,16 +8,17 @@ package tess
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/poligon/poligon/backends"
 )
 
 // ErrUnavailable wraps every reason OCR cannot run here: no cgo in this
 // build, no library, no language data.
-var ErrUnavailable = errors.New("OCR is unavailable")
+var ErrUnavailable = backends.ErrOCRUnavailable
 
 // Library is the soname loaded (Debian 12: libtesseract5 5.3).
 const Library = "libtesseract.so.5"
