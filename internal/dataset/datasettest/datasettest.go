@@ -35,7 +35,7 @@ func Draw(seed int64, w, h int) *Screen {
 		v := uint8(lo + rng.IntN(hi-lo))
 		return color.RGBA{v, uint8(int(v) * 9 / 10), uint8(min(255, int(v)*11/10)), 255}
 	}
-	fill(s.Image, s.Image.Bounds(), grey(20, 120))
+	wallpaper(s.Image, grey(20, 120), rng)
 	// A window somewhere, a darker title bar, then its contents.
 	win := image.Rect(rng.IntN(w/3), rng.IntN(h/4), 0, 0)
 	win.Max = image.Pt(win.Min.X+w/2+rng.IntN(w/2-win.Min.X), win.Min.Y+h/2+rng.IntN(h/2-win.Min.Y))
@@ -89,6 +89,28 @@ func (s *Screen) add(role, name string, r image.Rectangle, c color.RGBA) {
 		X: r.Min.X, Y: r.Min.Y, W: r.Dx(), H: r.Dy(), States: []string{"showing", "visible"}, Depth: 2})
 	if name != "" {
 		s.Words = append(s.Words, dataset.Word{Box: r, Text: name, Conf: 91.5})
+	}
+}
+
+// wallpaper paints a desktop background: a gradient from base with a
+// little grain, as a photo wallpaper has, so a frame weighs and decodes
+// like a real one (a 1280x800 XFCE screenshot is about 300 KB).
+func wallpaper(img *image.RGBA, base color.RGBA, rng *rand.Rand) {
+	b := img.Bounds()
+	var bits uint64
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		p := img.Pix[img.PixOffset(b.Min.X, y):img.PixOffset(b.Max.X, y)]
+		for x := 0; x < b.Dx(); x++ {
+			if x%32 == 0 {
+				bits = rng.Uint64()
+			}
+			grain := int(bits & 3)
+			bits >>= 2
+			p[4*x] = uint8(min(255, int(base.R)+x*40/b.Dx()+grain))
+			p[4*x+1] = uint8(min(255, int(base.G)+y*40/b.Dy()+grain))
+			p[4*x+2] = uint8(min(255, int(base.B)+grain))
+			p[4*x+3] = 255
+		}
 	}
 }
 
