@@ -124,6 +124,10 @@ func Export(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 		defer os.RemoveAll(tmp) // gone once swapped in; the half-built export otherwise
+		// Modes as the capture's: the frames show people's screens.
+		if err := os.Chmod(tmp, 0o750); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkRows(ctx, rows, p, o, bench, tmp, workers); err != nil {
 		return nil, err
@@ -522,7 +526,7 @@ func (r *row) checkDump(frame [2]int) []byte {
 // copyOut writes one file of the export under its index path, synced.
 func copyOut(tmp, rel string, data []byte) error {
 	dst := filepath.Join(tmp, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
 		return err
 	}
 	return writeSynced(dst, data)

@@ -71,16 +71,17 @@ const SidecarBudget = 200
 // this process's (Writer.Counters.Snapshot()), minFreeMB the floor.
 func StatusOf(dir string, counters CounterValues, minFreeMB int64) (*Status, error) {
 	st := &Status{Enabled: true, Dir: dir, MinFreeMB: minFreeMB, Counters: counters, Warnings: []string{}}
-	if free, err := FreeBytes(dir); err == nil {
-		st.FreeMB = int64(free >> 20)
-	}
 	idx, err := ReadStats(dir, SidecarBudget)
 	if err != nil {
 		return nil, err
 	}
 	st.Index = *idx
 	st.Warnings = append(st.Warnings, idx.warnings()...)
-	if st.FreeMB < minFreeMB {
+	free, err := FreeBytes(dir)
+	if err != nil {
+		return nil, err
+	}
+	if st.FreeMB = int64(free >> 20); st.FreeMB < minFreeMB {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("capture is stopped: %d MB free, below the %d MB floor (no_space)", st.FreeMB, minFreeMB))
 	}
 	if counters.ClicksWithoutIntent > 0 {

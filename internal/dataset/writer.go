@@ -100,6 +100,28 @@ func (w *Writer) Write(s Shot) (Line, error) {
 	return l, err
 }
 
+// Room answers ErrNoSpace (counted as no_space) while the volume is below
+// the floor, so the capture code can skip a shot's dump and OCR before it
+// does them; Write checks again.
+func (w *Writer) Room() error {
+	err := w.room()
+	if errors.Is(err, ErrNoSpace) {
+		w.Counters.NoSpace.Add(1)
+	}
+	return err
+}
+
+func (w *Writer) room() error {
+	free, err := FreeBytes(w.dir)
+	if err != nil {
+		return err
+	}
+	if free < w.minFree {
+		return fmt.Errorf("%w (%d MB free, floor %d MB)", ErrNoSpace, free>>20, w.minFree>>20)
+	}
+	return nil
+}
+
 // Outcome names a Write's result as the capture code logs it: written,
 // no_space or failed.
 func Outcome(err error) string {
@@ -126,10 +148,8 @@ func (w *Writer) write(s Shot) (Line, error) {
 	if err != nil {
 		return Line{}, fmt.Errorf("dataset: the frame: %w", err)
 	}
-	if free, err := FreeBytes(w.dir); err != nil {
+	if err := w.room(); err != nil {
 		return Line{}, err
-	} else if free < w.minFree {
-		return Line{}, fmt.Errorf("%w (%d MB free, floor %d MB)", ErrNoSpace, free>>20, w.minFree>>20)
 	}
 
 	l := s.Line

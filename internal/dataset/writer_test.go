@@ -329,14 +329,17 @@ func TestWriterNoSpaceFloor(t *testing.T) {
 	if !errors.Is(err, dataset.ErrNoSpace) || dataset.Outcome(err) != "no_space" {
 		t.Fatalf("err %v", err)
 	}
-	if c := w.Counters.Snapshot(); c.NoSpace != 1 || c.Shots != 0 || c.Failed != 0 {
+	if err := w.Room(); !errors.Is(err, dataset.ErrNoSpace) {
+		t.Fatalf("Room: %v", err)
+	}
+	if c := w.Counters.Snapshot(); c.NoSpace != 2 || c.Shots != 0 || c.Failed != 0 {
 		t.Fatalf("counters %+v", c)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("written below the floor: %v", entries)
 	}
 	st, err := dataset.StatusOf(dir, w.Counters.Snapshot(), int64(free>>20)+1024)
-	if err != nil || st.Counters.NoSpace != 1 || !slices.ContainsFunc(st.Warnings, func(s string) bool { return strings.Contains(s, "no_space") }) {
+	if err != nil || st.Counters.NoSpace != 2 || !slices.ContainsFunc(st.Warnings, func(s string) bool { return strings.Contains(s, "no_space") }) {
 		t.Fatalf("status %+v %v", st, err)
 	}
 }
@@ -367,8 +370,11 @@ func TestWriterNoSpaceTmpfs(t *testing.T) {
 		}
 		written++
 	}
+	if err := w.Room(); !errors.Is(err, dataset.ErrNoSpace) {
+		t.Fatalf("Room at the floor: %v", err)
+	}
 	c := w.Counters.Snapshot()
-	if c.NoSpace != 1 || c.Failed != 0 || written < 20 {
+	if c.NoSpace != 2 || c.Failed != 0 || written < 20 {
 		t.Fatalf("written %d, counters %+v", written, c)
 	}
 	if free, _ := dataset.FreeBytes(dir); free < 3<<20 {
@@ -381,6 +387,9 @@ func TestWriterNoSpaceTmpfs(t *testing.T) {
 	}
 	// Space comes back: capture resumes.
 	os.RemoveAll(filepath.Join(dir, "s"))
+	if err := w.Room(); err != nil {
+		t.Fatalf("Room after freeing space: %v", err)
+	}
 	if _, err := w.Write(dataset.Shot{Session: "s", Agent: "a", PNG: datasettest.PNG(datasettest.Draw(1, 64, 40).Image)}); err != nil {
 		t.Fatalf("after freeing space: %v", err)
 	}
