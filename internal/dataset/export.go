@@ -104,6 +104,9 @@ func Export(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 		rep.EvalCheck, rep.EvalFrames, rep.EvalBad = "pixels", len(bench.prints), bench.unreadable
+		if len(bench.prints) == 0 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("the benchmark directory %s holds no images: is it the right one?", p.eval))
+		}
 		if bench.unreadable > 0 {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d benchmark images do not decode: matched by their bytes only", bench.unreadable))
 		}
