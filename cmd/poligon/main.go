@@ -10,6 +10,7 @@
 //	poligon image NAME                         build a template from Debian packages
 //	poligon bench status|lease|power|media ... the physical benches' tools
 //	poligon stand plan|apply|status|destroy|compile  multi-machine stands
+//	poligon dataset export --dataset DIR --out DIR   a training set from a capture
 //	poligon version
 //	poligon --healthcheck URL                  exit 0 when URL answers 2xx
 package main
@@ -35,6 +36,7 @@ Usage:
   poligon image NAME [DATA_DIR]                   build a template from Debian packages (tiny, tiny-x, debian, debian-desktop)
   poligon bench status|lease|release|power|media  physical benches: leases, power, virtual media
   poligon stand plan|apply|status|destroy|compile stands: several machines built from a plan
+  poligon dataset export --dataset DIR --out DIR  a training set from a dataset capture (report.json says what went out)
   poligon version                                 print the version
   poligon --healthcheck URL                       exit 0 when URL answers 2xx (container health checks)
 
@@ -78,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = benchCmd(ctx, rest, stdout, stderr)
 	case "stand":
 		err = standCmd(ctx, rest, stdout, stderr)
+	case "dataset":
+		err = datasetCmd(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionLine())
 	case "help", "-h", "--help":

@@ -54,6 +54,7 @@ var runs = []run{
 	{"./backends/bmc", "BenchmarkPowerResetToAgent", "3x"},
 	{"./backends/pikvm", "BenchmarkKVMType", "1x"},
 	{"./backends/pikvm", "BenchmarkKVMScreenshot", "20x"},
+	{"./internal/dataset", "BenchmarkExport", "1x"},
 }
 
 // figure is one line of the report: a metric a benchmark reported, how to
@@ -147,6 +148,7 @@ var figures = []figure{
 	{"typing through the kvmd fake: chars lost", "BenchmarkKVMType/default-12ms", "lost-chars/op", "", target{"==", 0}, nil},
 	{"PiKVM screenshot (frame + PNG) / raw snapshot GET", "BenchmarkKVMScreenshot/static", "frame+png/get", "x", target{"<=", 1.2},
 		[]string{"frame/get", "get-ms", "frame+png-ms"}},
+	{"dataset export, 2000 synthetic 1280x800 frames with sidecars: frames/s", "BenchmarkExport", "frames/s", "/s", target{}, nil},
 }
 
 func main() {
