@@ -197,8 +197,15 @@ func TestSettleOnAJPEGConsole(t *testing.T) {
 		s, err := v.WaitChange(ctx, time.Minute)
 		done <- result{s, err}
 	}()
+	looked := time.After(time.Minute)
 	for snapshots(srv) < before+2 { // the first look, and one after it
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case r := <-done:
+			t.Fatalf("the wait ended before its second look (%+v, %v): an idle console counted as a change", r.s.OK, r.err)
+		case <-looked:
+			t.Fatal("the wait took fewer than two looks in a minute")
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	sh(`printf '\0337\033[12;30Hchanged\0338' >/dev/tty1`)
 	r := <-done
