@@ -228,6 +228,12 @@ type Screen interface {
 	Wheel(ctx context.Context, x, y, steps int) error
 }
 
+// ChangeClock is a Screen that tells when its frame last changed without
+// copying it (a VNC client's live framebuffer), for watchers that poll.
+type ChangeClock interface {
+	Changed() time.Time
+}
+
 // FreshScreen is a Screen whose Frame can lag the screen (a VNC client's
 // frame is the last update its server chose to send) and that can ask for
 // the screen as it is. A Screen without it captures anew in Frame.

@@ -37,7 +37,8 @@ type Env struct {
 	// Leases of physical benches; nil: none can be taken (no state_dir).
 	Leases Leases
 
-	frames frameLog // the frames answers showed, for the stale-frame guard
+	frames frameLog   // the frames answers showed, for the stale-frame guard
+	last   lastFrames // each VM's last frame taken, for the trace
 }
 
 // DefaultMaxWait is the wait cap where none is configured (the config's
@@ -210,6 +211,9 @@ func (c *Caller) LockVM(ctx context.Context, vmid int) (*VM, func(), error) {
 	if err != nil {
 		release()
 		return nil, nil, err
+	}
+	if o := observed(ctx); o != nil {
+		o.held(c, vm)
 	}
 	return &VM{c: c, info: vm}, release, nil
 }

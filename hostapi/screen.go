@@ -299,7 +299,9 @@ func (v *VM) shot(ctx context.Context, s backends.Screen) (Frame, error) {
 	if err != nil {
 		return Frame{}, wrap(err, "", "vmid %d screenshot", v.info.VMID)
 	}
-	return Frame{Image: img, At: time.Now(), Took: time.Since(start), Block: blockOf(s)}, nil
+	f := Frame{Image: img, At: time.Now(), Took: time.Since(start), Block: blockOf(s)}
+	v.c.env.last.set(v.vmKey(), f)
+	return f, nil
 }
 
 // frame is the console's current frame as it has it (for a VNC console,
@@ -319,7 +321,9 @@ func (v *VM) frame(ctx context.Context, s backends.Screen, start time.Time) (Fra
 	if err != nil {
 		return Frame{}, wrap(err, "", "vmid %d screenshot", v.info.VMID)
 	}
-	return Frame{Image: img, At: time.Now(), Took: time.Since(start), Block: blockOf(s), Encoded: data, EncodedType: mime}, nil
+	f := Frame{Image: img, At: time.Now(), Took: time.Since(start), Block: blockOf(s), Encoded: data, EncodedType: mime}
+	v.c.env.last.set(v.vmKey(), f)
+	return f, nil
 }
 
 func blockOf(s backends.Screen) image.Point {

@@ -18,7 +18,10 @@ import (
 	"github.com/poligon/poligon/backends/internal/deadline"
 )
 
-var _ backends.Screen = (*Client)(nil)
+var (
+	_ backends.Screen      = (*Client)(nil)
+	_ backends.ChangeClock = (*Client)(nil)
+)
 
 // Dialer opens a new connection to the VNC server. It is called again for
 // every reconnect.
@@ -403,6 +406,15 @@ func (c *Client) publish(s *link, dec *decoder, r image.Rectangle) {
 		c.lastErr = nil
 		c.broadcastLink()
 	}
+}
+
+// Changed answers when the frame's pixels last changed, without a copy of
+// them (backends.ChangeClock): a watcher polls it and copies a frame only
+// when it moved.
+func (c *Client) Changed() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changedAt
 }
 
 // Frame answers a copy of the current frame and when its pixels last
