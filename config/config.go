@@ -60,6 +60,9 @@ type Config struct {
 	Grounding Model  `toml:"grounding"`
 	Events    Events `toml:"events"`
 
+	// Trace bounds the record of every call on a machine.
+	Trace Trace `toml:"trace"`
+
 	// Planner writes stand plans (stand_plan); Stands bounds them.
 	Planner Planner `toml:"planner"`
 	Stands  Stands  `toml:"stands"`
@@ -159,6 +162,7 @@ func (c *Config) applyDefaults() {
 	c.benchDefaults()
 	c.eyesDefaults()
 	c.standsDefaults()
+	c.traceDefaults()
 }
 
 func xdg(env, fallback, name string) string {
@@ -199,6 +203,7 @@ func (c *Config) Check() []error {
 	}
 	problems = append(problems, c.checkEyes()...)
 	problems = append(problems, c.checkPlanner()...)
+	problems = append(problems, c.checkTrace()...)
 	problems = append(problems, c.envProblems...)
 	return problems
 }

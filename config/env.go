@@ -6,17 +6,18 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The environment: every variable poligon reads, with the setting it
 // overrides. The field's type picks the one parser for it (text; a boolean:
 // 1/true/yes/on or 0/false/no/off; a comma-separated list that replaces the
-// file's; a positive whole number), and a value the parser refuses is a
+// file's; a positive whole number; a duration), and a value the parser refuses is a
 // problem naming the variable, the setting left as the file has it. A new
 // key with a variable is a line here.
 var envTable = []struct {
 	name  string
-	field func(*Config) any // *string, *bool, *[]string or *int
+	field func(*Config) any // *string, *bool, *[]string, *int or *Duration
 }{
 	{"POLIGON_OWNER", func(c *Config) any { return &c.Owner }},
 	{"POLIGON_DATA", func(c *Config) any { return &c.DataDir }},
@@ -48,6 +49,10 @@ var envTable = []struct {
 	{"POLIGON_MCP_EVENTS", func(c *Config) any { return &c.Events.Dir }},
 	{"POLIGON_MCP_EVENT_SAMPLES", func(c *Config) any { return &c.Events.Samples }},
 	{"POLIGON_MCP_EVENTS_MAX_MB", func(c *Config) any { return &c.Events.MaxMB }},
+	// [trace]
+	{"POLIGON_TRACE_MAX_MB", func(c *Config) any { return &c.Trace.MaxMB }},
+	{"POLIGON_TRACE_MAX_AGE", func(c *Config) any { return &c.Trace.MaxAge }},
+	{"POLIGON_TRACE_DISABLED", func(c *Config) any { return &c.Trace.Disabled }},
 	// [planner]
 	{"PV_AI_PLAN_API", func(c *Config) any { return &c.Planner.API }},
 	{"PV_AI_PLAN_MODEL", func(c *Config) any { return &c.Planner.Model }},
@@ -110,6 +115,12 @@ func setFromEnv(dst any, raw string) error {
 			return fmt.Errorf("is not a positive whole number")
 		}
 		*d = n
+	case *Duration:
+		v, err := time.ParseDuration(strings.TrimSpace(raw))
+		if err != nil || v <= 0 {
+			return fmt.Errorf("is not a duration like 30s, 10m or 48h")
+		}
+		d.Duration = v
 	default:
 		panic(fmt.Sprintf("config: no parser for %T", dst))
 	}

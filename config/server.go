@@ -25,13 +25,13 @@ type Token struct {
 
 // Server configures `poligon serve`.
 // Toolsets are the tool families a server can offer.
-var Toolsets = []string{"vm", "ui", "iso", "stand", "bench", "dataset", "scripts"}
+var Toolsets = []string{"vm", "ui", "iso", "stand", "bench", "trace", "dataset", "scripts"}
 
 type Server struct {
 	Bind         string   `toml:"bind"`          // default 127.0.0.1:8811
 	AllowedHosts []string `toml:"allowed_hosts"` // Host values accepted besides loopback; "*" any
 	// Toolsets are the tool families offered: vm, ui, iso, stand, bench,
-	// dataset, scripts; empty: every family the benches can serve.
+	// trace, dataset, scripts; empty: every family the benches can serve.
 	Toolsets []string `toml:"toolsets"`
 }
 

@@ -19,11 +19,13 @@ import (
 	"github.com/poligon/poligon/internal/redact"
 )
 
-// callRecord is a tool call's audit record, and the error behind a tool
-// error (where its payload starts, for the log line).
+// callRecord is a tool call's audit record, the error behind a tool error
+// (where its payload starts, for the log line), and what its trace step is
+// made of.
 type callRecord struct {
 	audit.Record
-	err error
+	err   error
+	trace callTrace
 }
 
 // redact answers the arguments for the audit log: typed text, file contents

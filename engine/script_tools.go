@@ -39,7 +39,7 @@ func (s *Server) scriptTool(sc *catalog.Script) *Tool {
 	if title == "" {
 		title = strings.ToUpper(m.Name[:1]) + strings.ReplaceAll(m.Name[1:], "_", " ") + " (script)"
 	}
-	d := Def{Name: "vm_" + m.Name, Toolset: "scripts", Title: title, Description: m.Description, Summary: firstSentence(m.Description),
+	d := Def{Name: "vm_" + m.Name, Toolset: "scripts", Screen: true, Title: title, Description: m.Description, Summary: firstSentence(m.Description),
 		Effect: runsInGuest("a script: it runs what it was written to run, as root, and types into the screen")}
 	t := &Tool{
 		Def:         d,

@@ -198,6 +198,7 @@ func (s *Server) handler(t *Tool) mcp.ToolHandler {
 			rec.Outcome = "ok"
 		}
 		s.app.Audit.Write(rec.Record)
+		s.traceCall(&rec, t, res)
 		s.logCall(ctx, &rec, rpcID(ctx), shown, res, err)
 		s.metrics.observe(t.Name, rec.Outcome, time.Since(start))
 		return res, err
@@ -248,6 +249,7 @@ func (s *Server) call(ctx context.Context, t *Tool, req *mcp.CallToolRequest, re
 		rec.Owner = who.Owner()
 		who.WithProgress(progressTo(ctx, req, sent))
 	}
+	ctx = s.observe(ctx, t, who, req, rec)
 	res, err := t.Handle(ctx, &Call{Tool: t, Caller: who, Creds: c.creds, Bench: benchName, Args: args, Request: req, Server: s})
 	var dry *hostapi.DryRun
 	if errors.As(err, &dry) {

@@ -30,6 +30,12 @@ type Def struct {
 	// NoBench: the tool lists benches or storages and opens none, so it
 	// needs no bench's credential (Call.Caller is nil).
 	NoBench bool
+	// Screen: the tool acts on or reads the screen, so its trace steps carry
+	// the frames before and after it.
+	Screen bool
+	// Reads: what its answer is, for its trace step: "text" (OCR) or
+	// "elements" (a vision model's list); "" for neither.
+	Reads string
 }
 
 // Tool is data: its definition and a handler the server calls.

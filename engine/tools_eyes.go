@@ -45,15 +45,15 @@ type clickLabelArgs struct {
 
 func eyesTools() []*Tool {
 	return []*Tool{
-		newTool(Def{Name: "ui_read", Toolset: "ui", Title: "Read the screen's text",
+		newTool(Def{Name: "ui_read", Toolset: "ui", Screen: true, Reads: "text", Title: "Read the screen's text",
 			Description: "Screen text by OCR as TSV: x, y (its centre, full-size pixels), label, and selected for a highlighted row. No image; lines read before are cached.",
 			Summary:     "The screen's text by OCR (tesseract): TSV `x, y, label` per word group, centres in console pixels; a highlighted row gets `selected`; `boxes=true` adds w, h. No image",
 			Effect:      readOnly("reads the screen's text by OCR, on this server")}, readText),
-		newTool(Def{Name: "ui_see", Toolset: "ui", Title: "See the screen's elements",
+		newTool(Def{Name: "ui_see", Toolset: "ui", Screen: true, Reads: "elements", Title: "See the screen's elements",
 			Description: "Screenshot plus the vision model's UI elements as TSV: x, y, type, label (full-size pixels). Lists are cached by frame.",
 			Summary:     "Screenshot plus the vision model's element list: TSV `x, y, type, label` in console pixels (`elements: 0` when none); cached by frame",
 			Effect:      destructiveOnce("path= replaces a PNG as ui_screenshot does; the screen goes to the vision model's endpoint").reaching()}, see),
-		newTool(Def{Name: "ui_click_label", Toolset: "ui", Title: "Click by label",
+		newTool(Def{Name: "ui_click_label", Toolset: "ui", Screen: true, Title: "Click by label",
 			Description: "Click an element by its visible label: OCR first, then the vision model's elements, then the grounding model (icons); several equal matches are an error listing them. Answers the point and its source; screenshot=true adds the screen after (elements; image=true for the image).",
 			Summary:     "Click by visible label: OCR, then the frame's cached element list, then the grounding model; answers the point and `source: ocr\\|elements\\|grounding`",
 			Effect:      runsInGuest("input to whatever is under the label: it can close or confirm anything")}, clickLabel),

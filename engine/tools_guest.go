@@ -62,7 +62,7 @@ func guestTools() []*Tool {
 			Description: "Run a long command detached as root (dist-upgrade, build, reboot): answers done or failed exit N after S s, or running for S s, and its last 20 output lines. The same command again keeps waiting; a finished run is reported, not repeated; a reboot is waited through.",
 			Summary:     "A long command detached (survives a reboot); call again to keep waiting",
 			Effect:      runsInGuest("any long command, as root; restart=true runs it again")}, runTool),
-		newTool(Def{Name: "vm_exec_gui", Toolset: "vm", Title: "Launch a GUI program",
+		newTool(Def{Name: "vm_exec_gui", Toolset: "vm", Screen: true, Title: "Launch a GUI program",
 			Description: "Launch a GUI program detached in the user's desktop session, with its DISPLAY, WAYLAND_DISPLAY, D-Bus and locale: answers whether it runs after 2 s and its first output lines.",
 			Summary:     "Launch a program in the user's desktop session",
 			Effect:      runsInGuest("any program, as the desktop user")}, execGUI),

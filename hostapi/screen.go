@@ -54,9 +54,10 @@ func (f Frame) Size() string {
 
 // Digest is an xxHash64 of the pixels: equal frames, equal digests. A
 // fast hash (not a cryptographic one): it names a frame, it guards nothing.
-func (f Frame) Digest() string {
-	return strconv.FormatUint(xxhash.Sum64(f.Image.Pix), 16)
-}
+func (f Frame) Digest() string { return Digest(f.Image) }
+
+// Digest names pixels: the frame: of the answers, and of the trace's steps.
+func Digest(img *image.RGBA) string { return strconv.FormatUint(xxhash.Sum64(img.Pix), 16) }
 
 // PNG encodes the frame, scaled by scale when 0 < scale < 1. A frame
 // encoded lately (the same pixels, size and scale) answers the same bytes

@@ -29,6 +29,10 @@ func (c *Caller) Watch(ctx context.Context, vmid int) (*Watched, error) {
 	return &Watched{c: c, info: vm}, nil
 }
 
+// Watcher answers the VM to look at after the call that holds it has let
+// go (the trace's frame after a call).
+func (v *VM) Watcher() *Watched { return &Watched{c: v.c, info: v.info} }
+
 // VM answers the watched VM as it was when the watch began.
 func (w *Watched) VM() backends.VM { return w.info }
 

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/poligon/poligon/internal/trace"
 	"github.com/poligon/poligon/recipes"
 	"github.com/poligon/poligon/runtime"
 	"github.com/poligon/poligon/runtime/js"
@@ -60,6 +61,8 @@ type Options struct {
 	// Problems records (or with "" clears) a readiness problem: a file of
 	// the directory that does not load. Nil: the log alone says it.
 	Problems func(source, problem string)
+	// Trace records each host call of a run as a step; nil: none.
+	Trace *trace.Recorder
 }
 
 // maxRecipeDepth bounds recipe nesting (a script calling a recipe calling a
@@ -69,6 +72,7 @@ const maxRecipeDepth = 3
 // Catalog is every loaded script. Make it with Open.
 type Catalog struct {
 	problems func(source, problem string) // nil: none kept
+	trace    *trace.Recorder              // nil: no trace
 	log      *slog.Logger
 	wasm     *wasm.Engine
 	dir      string // the watched directory; "" for none

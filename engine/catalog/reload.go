@@ -27,7 +27,7 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	ss := &Catalog{problems: opts.Problems, log: opts.Logger, wasm: engine, dir: opts.Dir, stateDir: opts.StateDir,
+	ss := &Catalog{problems: opts.Problems, trace: opts.Trace, log: opts.Logger, wasm: engine, dir: opts.Dir, stateDir: opts.StateDir,
 		limits: opts.Limits, reserved: opts.Reserved,
 		byName: map[string]*Script{}, shipped: map[string]*Script{}, byFile: map[string]*Script{}, failed: map[string]error{}}
 	if err := ss.loadShipped(ctx); err != nil {

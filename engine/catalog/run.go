@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/poligon/poligon/hostapi/calls"
 	"github.com/poligon/poligon/internal/logs"
 	"github.com/poligon/poligon/internal/redact"
+	"github.com/poligon/poligon/internal/trace"
 	"github.com/poligon/poligon/runtime"
 	"github.com/poligon/poligon/runtime/transcript"
 )
@@ -81,7 +83,7 @@ func (ss *Catalog) Run(ctx context.Context, v *hostapi.VM, sc *Script, params ma
 	w, path := ss.openTranscript(sc.Name, v.ID())
 	defer w.Close()
 	redact := secretRedactor(params)
-	counted := &countingHost{next: hostAdapter(host), step: hooks.Step, redact: redact, scrub: scrub}
+	counted := &countingHost{next: hostAdapter(host), step: hooks.Step, redact: redact, scrub: scrub, trace: ss.trace, vm: v}
 	if ss.log != nil {
 		counted.log = ss.log.With("script", sc.Name, "vmid", v.ID())
 	}
@@ -163,12 +165,24 @@ type countingHost struct {
 	redact func(call string, args json.RawMessage) json.RawMessage
 	scrub  func(string) string
 	log    *slog.Logger
+	trace  *trace.Recorder // nil: no trace
+	vm     *hostapi.VM
 }
 
 func (c *countingHost) Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 	c.n.Add(1)
 	start := time.Now()
+	var before *image.RGBA
+	screen := c.trace != nil && touchesScreen(name)
+	if screen {
+		if f, ok := c.vm.Caller().LastFrame(c.vm.ID()); ok {
+			before = f.Image
+		}
+	}
 	answer, err := c.next.Call(ctx, name, args)
+	if c.trace != nil {
+		c.record(ctx, name, args, answer, err, start, before, screen)
+	}
 	if c.log != nil && c.log.Enabled(ctx, slog.LevelDebug) {
 		attrs := []any{"call", name, "ms", time.Since(start).Milliseconds()}
 		if err != nil {
@@ -191,6 +205,75 @@ func (c *countingHost) Call(ctx context.Context, name string, args json.RawMessa
 		c.step(name, shown, nil, shownErr, time.Since(start))
 	}
 	return answer, err
+}
+
+// touchesScreen: the host calls whose steps carry the frames before and
+// after them.
+func touchesScreen(call string) bool {
+	return strings.HasPrefix(call, "screen.") || strings.HasPrefix(call, "keyboard.") || strings.HasPrefix(call, "mouse.") || call == calls.ExecGUI
+}
+
+// readsText: the host calls whose answer is what OCR read.
+func readsText(call string) bool {
+	switch call {
+	case calls.ReadText, calls.WaitText, calls.CheckText, calls.ExpectText:
+		return true
+	}
+	return false
+}
+
+// record keeps a host call as a trace step: its arguments redacted as the
+// transcript has them, its error scrubbed, what a screen read answered, and
+// for a call on the screen the frames before and after (an input's a
+// moment later, off the run's path).
+func (c *countingHost) record(ctx context.Context, name string, args, answer json.RawMessage, err error, start time.Time, before *image.RGBA, screen bool) {
+	scope := trace.ScopeOf(ctx)
+	step := scope.Step()
+	if step.Source != trace.SourceStand && step.Source != trace.SourceRun {
+		step.Source = trace.SourceScript
+	}
+	step.At, step.Took, step.Call, step.Outcome = start, time.Since(start), name, "ok"
+	step.Owner, step.VMID, step.VM, step.Req = c.vm.Caller().Owner(), c.vm.ID(), c.vm.Info().Name, logs.Req(ctx)
+	if step.Caller == "" {
+		step.Caller = step.Owner
+	}
+	step.Args = args
+	if c.redact != nil {
+		step.Args = c.redact(name, args)
+	}
+	if err != nil {
+		step.Outcome, step.Error = "error", err.Error()
+		if c.scrub != nil {
+			step.Error = c.scrub(step.Error)
+		}
+	}
+	if readsText(name) && len(answer) < 64<<10 {
+		step.Text = string(answer)
+		if c.scrub != nil {
+			step.Text = c.scrub(step.Text)
+		}
+	}
+	switch {
+	case !screen:
+		c.trace.Record(step, nil, nil)
+	case strings.HasPrefix(name, "keyboard.") || strings.HasPrefix(name, "mouse.") || name == calls.ExecGUI:
+		w := c.vm.Watcher()
+		c.trace.RecordAfter(step, before, trace.GlanceAfter, func() *image.RGBA {
+			gctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			f, err := w.Frame(gctx)
+			if err != nil {
+				return nil
+			}
+			return f.Image
+		})
+	default:
+		var after *image.RGBA
+		if f, ok := c.vm.Caller().LastFrame(c.vm.ID()); ok && f.Image != before {
+			after = f.Image
+		}
+		c.trace.Record(step, before, after)
+	}
 }
 
 // scrubWriter scrubs secrets from everything written through it (a

@@ -2,6 +2,7 @@ package stand
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/poligon/poligon/hostapi"
 	"github.com/poligon/poligon/internal/logs"
 	"github.com/poligon/poligon/internal/store"
+	"github.com/poligon/poligon/internal/trace"
 )
 
 // build builds a stand: every machine at once, each one's steps waiting
@@ -39,7 +41,8 @@ func (s *Service) build(ctx context.Context, cancel context.CancelCauseFunc, who
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mb := &machineBuild{s: s, who: who, key: k, r: r, i: i, sc: sc, tplIDs: tplIDs, pool: pool, done: done, log: log}
+			mb := &machineBuild{s: s, who: who, key: k, r: r, i: i, sc: sc, tplIDs: tplIDs, pool: pool, done: done, log: log,
+				scope: trace.ScopeOf(ctx), req: req}
 			if err := mb.run(ctx); err != nil {
 				mu.Lock()
 				if firstErr == nil {
@@ -114,6 +117,8 @@ type machineBuild struct {
 	pool   string
 	done   map[string]chan struct{}
 	log    *slog.Logger
+	scope  trace.Scope // the build's, for the phases' steps
+	req    string
 }
 
 func (mb *machineBuild) role() string { return mb.r.Machines[mb.i].Role }
@@ -144,6 +149,7 @@ func endPhase(m *store.StandMachine, t time.Time) {
 func (mb *machineBuild) phase(name store.MachineStatus) error {
 	now := time.Now().UTC()
 	_, err := mb.update(func(m *store.StandMachine) {
+		mb.traceEnd(m, now, "")
 		endPhase(m, now)
 		if m.Started.IsZero() {
 			m.Started = now
@@ -224,6 +230,7 @@ func (mb *machineBuild) run(ctx context.Context) (err error) {
 	}
 	now := time.Now().UTC()
 	_, err = mb.update(func(m *store.StandMachine) {
+		mb.traceEnd(m, now, "")
 		endPhase(m, now)
 		m.Status, m.Ended = store.MachineDone, now
 	})
@@ -266,10 +273,29 @@ func (mb *machineBuild) ended(ctx context.Context, err error) error {
 	}
 	now := time.Now().UTC()
 	mb.update(func(m *store.StandMachine) {
+		mb.traceEnd(m, now, msg)
 		m.Error, m.Status = msg, status
 		endPhase(m, now)
 	})
 	return err
+}
+
+// traceEnd records the phase that ends at t as a trace step (msg: why it
+// failed). The steps' own host calls are recorded by the catalog.
+func (mb *machineBuild) traceEnd(m *store.StandMachine, t time.Time, msg string) {
+	n := len(m.Phases)
+	if mb.s.o.Trace == nil || n == 0 || !m.Phases[n-1].Ended.IsZero() {
+		return
+	}
+	p := m.Phases[n-1]
+	step := mb.scope.Step()
+	step.At, step.Took, step.Call, step.Outcome = p.Started, t.Sub(p.Started), "stand."+string(p.Name), "ok"
+	step.Owner, step.VMID, step.VM, step.Req = mb.key.owner, m.VMID, VMName(mb.key.owner, mb.key.name, m.Role), mb.req
+	step.Args, _ = json.Marshal(map[string]string{"role": m.Role, "template": m.Template})
+	if msg != "" {
+		step.Outcome, step.Error = "error", msg
+	}
+	mb.s.o.Trace.Record(step, nil, nil)
 }
 
 // steps runs the machine's steps from the first unfinished one: one run

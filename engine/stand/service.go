@@ -18,6 +18,7 @@ import (
 	"github.com/poligon/poligon/hostapi"
 	"github.com/poligon/poligon/internal/logs"
 	"github.com/poligon/poligon/internal/store"
+	"github.com/poligon/poligon/internal/trace"
 	"github.com/poligon/poligon/runtime"
 )
 
@@ -68,6 +69,9 @@ type ServiceOptions struct {
 	StateDir    string
 	MaxMachines int // per stand
 	MaxBuilding int // stands building at once per owner
+	// Trace records each machine's phases as steps (its steps' host calls
+	// are the catalog's to record); nil: none.
+	Trace *trace.Recorder
 }
 
 // Service plans, builds, follows and destroys stands.
@@ -353,6 +357,7 @@ func (s *Service) Apply(ctx context.Context, who *hostapi.Caller, creds hostapi.
 	}
 	bwho.ForScript()
 	bctx, cancel := context.WithCancelCause(logs.WithReq(context.WithoutCancel(ctx), req))
+	bctx = trace.WithScope(bctx, trace.Scope{Bench: k.bench, Caller: owner, Stand: k.name, Source: trace.SourceStand})
 	b := &build{cancel: cancel, done: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {

@@ -27,6 +27,7 @@ import (
 	"github.com/poligon/poligon/hostapi"
 	"github.com/poligon/poligon/internal/audit"
 	"github.com/poligon/poligon/internal/store"
+	"github.com/poligon/poligon/internal/trace"
 	"github.com/poligon/poligon/runtime"
 )
 
@@ -45,6 +46,9 @@ type App struct {
 	Store *store.Store
 	// Audit records every call a door served; nil: none.
 	Audit *audit.Log
+	// Trace records every call on a machine as a step; nil without a store
+	// or with [trace] disabled.
+	Trace *trace.Recorder
 	// Planner writes stand plans; nil when no planner model is configured.
 	Planner *stand.Planner
 	// Scripts are the loaded scripts and recipes (shipped and the
@@ -121,12 +125,19 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err er
 			return nil, err
 		}
 		a.Env.Leases = leases{a.Store}
+		if !cfg.Trace.Disabled {
+			a.Trace, err = trace.Open(a.Store, filepath.Join(cfg.StateDir, "trace"), trace.Options{
+				MaxBytes: int64(cfg.Trace.MaxMB) << 20, MaxAge: cfg.Trace.MaxAge.Duration, Log: log, Digest: hostapi.Digest})
+			if err != nil {
+				return nil, err
+			}
+		}
 	}
 	if a.Planner, err = stand.NewPlanner(cfg.Planner, vision.Options{Log: log}); err != nil {
 		return nil, fmt.Errorf("planner model: %w", err)
 	}
 	a.Scripts, err = catalog.Open(ctx, catalog.Options{
-		Dir: cfg.ScriptsDir, StateDir: cfg.StateDir, Logger: log, Reserved: opts.Reserved, Problems: a.SetProblem,
+		Dir: cfg.ScriptsDir, StateDir: cfg.StateDir, Logger: log, Reserved: opts.Reserved, Problems: a.SetProblem, Trace: a.Trace,
 		Limits: runtime.Limits{Timeout: cfg.Limits.ScriptTimeout.Duration, MemoryMB: cfg.Limits.ScriptMemoryMB},
 	})
 	if err != nil {
@@ -138,7 +149,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err er
 	}
 	if a.Stands, err = stand.NewService(stand.ServiceOptions{
 		Store: stands, Scripts: a.Scripts, Callers: a, Planner: a.Planner, Notes: cfg.Planner.Notes, Log: log,
-		StateDir: cfg.StateDir, MaxMachines: cfg.Stands.MaxMachines, MaxBuilding: cfg.Stands.MaxBuilding,
+		StateDir: cfg.StateDir, MaxMachines: cfg.Stands.MaxMachines, MaxBuilding: cfg.Stands.MaxBuilding, Trace: a.Trace,
 	}); err != nil {
 		return nil, err
 	}
@@ -164,6 +175,7 @@ func (a *App) close() {
 	if a.Stands != nil {
 		a.Stands.Close()
 	}
+	a.Trace.Close() // its last glances need the consoles
 	for _, b := range a.benches {
 		b.Close()
 	}

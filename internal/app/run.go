@@ -11,6 +11,7 @@ import (
 
 	"github.com/poligon/poligon/engine/catalog"
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/trace"
 )
 
 // The commands of `poligon run`, `poligon check` and `poligon replay`.
@@ -47,6 +48,11 @@ func (a *App) RunFile(ctx context.Context, req RunRequest) (catalog.RunOutcome, 
 	if err != nil {
 		return catalog.RunOutcome{}, err
 	}
+	bench := req.Bench
+	if bench == "" {
+		bench = a.Config.DefaultBench
+	}
+	ctx = trace.WithScope(ctx, trace.Scope{Bench: bench, Caller: who.Owner(), Source: trace.SourceRun})
 	vmid := req.VMID
 	if req.Template != "" {
 		vmid, err = a.freshVM(ctx, who, req.Template, sc.Name, say)

@@ -38,6 +38,42 @@ var migrations = []string{
 		ended_ns   INTEGER NOT NULL,
 		PRIMARY KEY (bench, owner, name)
 	) STRICT`,
+	// 3: trace steps: every call on a machine, whoever made it. Frames are
+	// PNG files under state_dir/trace, named by digest; a step names its
+	// frames before and after. bytes is the row's own share of the bound.
+	`CREATE TABLE trace_step (
+		id       INTEGER PRIMARY KEY,
+		at_ns    INTEGER NOT NULL,
+		took_ns  INTEGER NOT NULL,
+		owner    TEXT NOT NULL,
+		caller   TEXT NOT NULL,
+		bench    TEXT NOT NULL,
+		vmid     INTEGER NOT NULL,
+		vm       TEXT NOT NULL,
+		stand    TEXT NOT NULL,
+		session  TEXT NOT NULL,
+		req      TEXT NOT NULL,
+		source   TEXT NOT NULL,
+		call     TEXT NOT NULL,
+		args     TEXT NOT NULL,
+		outcome  TEXT NOT NULL,
+		error    TEXT NOT NULL,
+		before   TEXT NOT NULL,
+		after    TEXT NOT NULL,
+		text     TEXT NOT NULL,
+		elements TEXT NOT NULL,
+		bytes    INTEGER NOT NULL
+	) STRICT;
+	CREATE INDEX trace_vm ON trace_step (bench, vmid, id);
+	CREATE INDEX trace_owner ON trace_step (owner, id);
+	CREATE INDEX trace_session ON trace_step (session, id);
+	CREATE INDEX trace_before ON trace_step (before);
+	CREATE INDEX trace_after ON trace_step (after);
+	CREATE TABLE trace_frame (
+		digest TEXT PRIMARY KEY,
+		bytes  INTEGER NOT NULL,
+		at_ns  INTEGER NOT NULL
+	) STRICT`,
 }
 
 // SchemaVersion is the user_version this poligon writes.

@@ -1,0 +1,62 @@
+package app
+
+import (
+	"context"
+
+	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/trace"
+)
+
+// Who may read a trace: a VM's steps are its owner's; on a physical bench,
+// the caller who holds its lease reads every step of the bench (the
+// machine is theirs for now). Every door reads traces through these.
+
+// TraceSteps answers the steps q selects that who may read on bench.
+func (a *App) TraceSteps(ctx context.Context, who *hostapi.Caller, bench string, q trace.Query) ([]trace.Step, error) {
+	if a.Trace == nil {
+		return nil, hostapi.Failf("set state_dir (the trace lives in its store) and leave [trace] disabled off", "this server keeps no trace")
+	}
+	q.Bench = bench
+	if !a.holdsBench(ctx, who) {
+		q.Owner = who.Owner()
+	}
+	return a.Trace.Steps(ctx, q)
+}
+
+// TraceFrame answers a frame's PNG, when a step who may read shows it.
+func (a *App) TraceFrame(ctx context.Context, who *hostapi.Caller, bench, digest string) ([]byte, error) {
+	steps, err := a.TraceSteps(ctx, who, bench, trace.Query{Frame: digest, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(steps) == 0 {
+		return nil, hostapi.Failf("a trace's frames are its steps'", "no frame %s in your trace", digest)
+	}
+	return a.Trace.Frame(digest)
+}
+
+// holdsBench reports whether who holds the lease of its bench, a physical
+// machine.
+func (a *App) holdsBench(ctx context.Context, who *hostapi.Caller) bool {
+	l, err := who.BenchLease(ctx)
+	return err == nil && l != nil && l.Holder == who.Owner()
+}
+
+// TraceExport is a trace written out for a bug report: the steps who may
+// read that q selects, with their frames.
+func (a *App) TraceExport(ctx context.Context, who *hostapi.Caller, bench string, q trace.Query, title string) (trace.Export, error) {
+	if q.Limit <= 0 {
+		q.Limit = maxExportSteps
+	}
+	steps, err := a.TraceSteps(ctx, who, bench, q)
+	if err != nil {
+		return trace.Export{}, err
+	}
+	if len(steps) == 0 {
+		return trace.Export{}, hostapi.Failf("widen the selection (another vmid, stand, session or time), or make a call first", "no steps of yours in the trace for %s", title)
+	}
+	return trace.Export{Title: title, Steps: steps, Frame: a.Trace.Frame}, nil
+}
+
+// maxExportSteps bounds one export (a bug report, not an archive).
+const maxExportSteps = 5000
