@@ -2,13 +2,12 @@ package engine
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/hostapi"
-	"github.com/poligon/poligon/internal/redact"
+	"github.com/poligon/poligon/internal/app"
 )
 
 // caller is who makes a call: the credentials they bring, and how the
@@ -35,35 +34,9 @@ func (s *Server) callerOf(req *mcp.CallToolRequest) (caller, error) {
 	return callerFromHeader(s.cfg, req.Extra.Header)
 }
 
-// callerFromHeader reads the credentials of an HTTP request: a bearer token
-// the config maps to an owner (local benches), and/or a Proxmox token in
-// X-PVE-Token (PVE benches derive the owner from it).
+// callerFromHeader reads the credentials of an HTTP request (the app's
+// rule, shared with the browser views).
 func callerFromHeader(cfg *config.Config, h http.Header) (caller, error) {
-	c := caller{creds: hostapi.Credentials{Remote: true}}
-	if pve := strings.TrimSpace(h.Get("X-PVE-Token")); pve != "" {
-		c.creds.Token = redact.Secret(pve)
-		c.id = "(a malformed PVE token)"
-		if id, _, ok := strings.Cut(pve, "="); ok {
-			c.id = id // user@realm!tokenid: the secret cut off
-		}
-	}
-	if auth := h.Get("Authorization"); auth != "" {
-		token, ok := strings.CutPrefix(auth, "Bearer ")
-		owner, known := cfg.OwnerOfToken(strings.TrimSpace(token))
-		if !ok || !known {
-			return c, hostapi.Failf("send Authorization: Bearer <token> with a token from the server's config", "the bearer token is not valid")
-		}
-		c.creds.Owner, c.id = owner, owner
-	}
-	if key := strings.TrimSpace(h.Get("X-Bench-Key")); key != "" {
-		c.creds.BenchKey = redact.Secret(key)
-		if c.id == "" {
-			c.id = "(a bench key)"
-		}
-	}
-	if c.creds.Owner == "" && c.creds.Token == "" && c.creds.BenchKey == "" {
-		return c, hostapi.Failf("send Authorization: Bearer <token> (local benches), X-PVE-Token: user@realm!tokenid=secret (Proxmox benches) or X-Bench-Key (a physical bench)",
-			"no credential: calls over HTTP must carry one")
-	}
-	return c, nil
+	w, err := app.WhoFromHeader(cfg, h)
+	return caller{creds: w.Creds, id: w.ID}, err
 }

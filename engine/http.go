@@ -3,7 +3,6 @@ package engine
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/poligon/poligon/hostapi"
+	"github.com/poligon/poligon/internal/app"
 )
 
 // Handler answers the HTTP endpoints: /mcp (Streamable HTTP), /healthz,
@@ -53,34 +53,9 @@ func (s *Server) Handler() http.Handler {
 }
 
 // hostGuard answers 421 to a Host header that is neither loopback nor on
-// the allowlist: a DNS-rebinding page in a browser cannot reach us.
+// the allowlist (the app's rule, shared with the browser views).
 func (s *Server) hostGuard(next http.Handler) http.Handler {
-	allowed := map[string]bool{}
-	anyHost := false
-	for _, h := range s.cfg.Server.AllowedHosts {
-		if h == "*" {
-			anyHost = true
-		}
-		allowed[strings.ToLower(h)] = true
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := strings.ToLower(r.Host)
-		name := host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			name = h
-		}
-		name = strings.Trim(name, "[]")
-		ip := net.ParseIP(name)
-		ok := anyHost || allowed[host] || allowed[name] || name == "localhost" || ip != nil && ip.IsLoopback()
-		if !ok {
-			writeJSON(w, http.StatusMisdirectedRequest, map[string]any{
-				"error": "host not allowed",
-				"hint":  "the operator adds it with --allowed-host or POLIGON_MCP_ALLOWED_HOSTS",
-			})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return app.HostGuard(s.cfg.Server.AllowedHosts, next)
 }
 
 // requireCredential refuses an MCP request without a valid credential
