@@ -75,6 +75,7 @@ type Caller struct {
 	progress Progress
 
 	scriptRun bool // waits bounded by the run, not by MaxWait
+	noWait    bool // LockVM answers busy at once
 }
 
 // NewCaller binds a caller to a bench. A backend that knows identities
@@ -120,6 +121,11 @@ func (c *Caller) WithProgress(p Progress) *Caller { c.progress = p; return c }
 // ForScript marks the caller as a script run's: its waits are not capped
 // at MaxWait, since no client is waiting on each call.
 func (c *Caller) ForScript() *Caller { c.scriptRun = true; return c }
+
+// WithoutWaiting makes LockVM answer "busy" at once when another call
+// holds the VM, instead of waiting busy_wait for it: a browser's input
+// never queues behind a script.
+func (c *Caller) WithoutWaiting() *Caller { c.noWait = true; return c }
 
 // Owner answers the caller's owner name.
 func (c *Caller) Owner() string { return c.owner }
@@ -202,7 +208,11 @@ func (c *Caller) LockVM(ctx context.Context, vmid int) (*VM, func(), error) {
 		if _, err := c.readOwned(ctx, vmid); err != nil {
 			return nil, nil, err
 		}
-		release, err = c.env.Locks.Acquire(ctx, c.lockNS, vmid, c.env.busyWait())
+		wait := c.env.busyWait()
+		if c.noWait {
+			wait = 0
+		}
+		release, err = c.env.Locks.Acquire(ctx, c.lockNS, vmid, wait)
 	}
 	if err != nil {
 		return nil, nil, err
