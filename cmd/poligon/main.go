@@ -1,7 +1,8 @@
 // Command poligon is the MCP server and CLI of poligon: disposable machines
 // to reproduce bugs on.
 //
-//	poligon serve [--stdio | --bind ADDR]     MCP over stdio or Streamable HTTP
+//	poligon serve [--stdio | --bind ADDR]     MCP over stdio or Streamable HTTP (and the browser views at /ui/)
+//	poligon ui [--bind 127.0.0.1:8812]        the browser views on loopback, with a one-time login link
 //	poligon run SCRIPT (--vm N | --template T) [--param k=v ...]
 //	poligon check DIR                          validate scripts
 //	poligon replay TRANSCRIPT                  re-run a script against a recorded run
@@ -26,7 +27,8 @@ import (
 const usage = `poligon: disposable machines to reproduce bugs on, for agents and QA engineers.
 
 Usage:
-  poligon serve [--stdio | --bind ADDR] [flags]   serve the MCP tools (stdio, or Streamable HTTP at /mcp)
+  poligon serve [--stdio | --bind ADDR] [flags]   serve the MCP tools (stdio, or Streamable HTTP at /mcp; browser views at /ui/)
+  poligon ui [--bind 127.0.0.1:8812]              the browser views on loopback; prints a one-time login link
   poligon run SCRIPT (--vm N | --template T) [--param k=v ...] [--bench B]
                                                   run a script from a terminal, with a live step log
   poligon check DIR                               validate the scripts in DIR
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = healthcheck(rest, stderr)
 	case "serve":
 		err = serve(ctx, rest, stdout, stderr)
+	case "ui":
+		err = ui(ctx, rest, stdout, stderr)
 	case "run":
 		err = runScript(ctx, rest, stdout, stderr)
 	case "check":

@@ -23,6 +23,7 @@ import (
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/engine"
 	"github.com/poligon/poligon/internal/app"
+	"github.com/poligon/poligon/web"
 )
 
 // common flags of every command that reads the config.
@@ -176,10 +177,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// The browser views beside /mcp, on the same listener and behind the
+	// same Host guard; the MCP door answers everything else.
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", web.New(a, web.Options{}).Handler())
+	mux.Handle("/", srv.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	log.Info("poligon listening", "addr", ln.Addr().String(), "mcp", "/mcp")
+	log.Info("poligon listening", "addr", ln.Addr().String(), "mcp", "/mcp", "ui", "/ui/")
 	select {
 	case err := <-errc:
 		return err
