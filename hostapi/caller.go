@@ -75,7 +75,9 @@ type Caller struct {
 	progress Progress
 
 	scriptRun bool // waits bounded by the run, not by MaxWait
-	noWait    bool // LockVM answers busy at once
+	// busyWait, when set, replaces the env's wait for a VM another call
+	// holds.
+	busyWait *time.Duration
 }
 
 // NewCaller binds a caller to a bench. A backend that knows identities
@@ -122,10 +124,10 @@ func (c *Caller) WithProgress(p Progress) *Caller { c.progress = p; return c }
 // at MaxWait, since no client is waiting on each call.
 func (c *Caller) ForScript() *Caller { c.scriptRun = true; return c }
 
-// WithoutWaiting makes LockVM answer "busy" at once when another call
-// holds the VM, instead of waiting busy_wait for it: a browser's input
-// never queues behind a script.
-func (c *Caller) WithoutWaiting() *Caller { c.noWait = true; return c }
+// WithBusyWait makes LockVM wait at most d (0: not at all) for a VM
+// another call holds, instead of busy_wait: a browser's input waits out a
+// short call but never queues behind a script.
+func (c *Caller) WithBusyWait(d time.Duration) *Caller { c.busyWait = &d; return c }
 
 // Owner answers the caller's owner name.
 func (c *Caller) Owner() string { return c.owner }
@@ -209,8 +211,8 @@ func (c *Caller) LockVM(ctx context.Context, vmid int) (*VM, func(), error) {
 			return nil, nil, err
 		}
 		wait := c.env.busyWait()
-		if c.noWait {
-			wait = 0
+		if c.busyWait != nil {
+			wait = *c.busyWait
 		}
 		release, err = c.env.Locks.Acquire(ctx, c.lockNS, vmid, wait)
 	}

@@ -222,10 +222,10 @@ func TestLockRules(t *testing.T) {
 	if waited := time.Since(start); waited < busyWait {
 		t.Errorf("refused as busy after %s, before the busy wait (%s)", waited, busyWait)
 	}
-	// A caller that does not wait (a browser's input) is refused at once,
-	// and still only for a VM of its own.
+	// A caller with a wait of its own (a browser's input) is refused after
+	// it.
 	start = time.Now()
-	_, _, err = alice(t, ctx, env, be).WithoutWaiting().LockVM(ctx, 101)
+	_, _, err = alice(t, ctx, env, be).WithBusyWait(0).LockVM(ctx, 101)
 	if err == nil || err.Error() != "vmid 101 is busy" || time.Since(start) >= busyWait {
 		t.Fatalf("a held VM, without waiting: %v after %s", err, time.Since(start))
 	}

@@ -20,9 +20,14 @@ import (
 // the same hostapi verbs the ui_* tools use (LockVM checks the VM is the
 // caller's, or on a physical bench that they hold its lease; the verbs
 // apply the bench's gates). A VM another call holds (a script runs on it)
-// answers busy at once: the page never waits. Each input is a trace step
-// (source web) and an audit record (transport web), named as the tool that
-// does the same.
+// answers busy after a second: the page never waits on a script. Each
+// input is a trace step (source web) and an audit record (transport web),
+// named as the tool that does the same.
+
+// inputBusyWait is how long an input waits for a VM another call holds:
+// long enough for a short call (a vm_exec, a screenshot), far shorter than
+// a script's run.
+const inputBusyWait = time.Second
 
 // inputRequest is one input, as the page sends it.
 type inputRequest struct {
@@ -97,7 +102,7 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request, sess *session) {
 	}
 	ctx := logs.WithReq(r.Context(), s.nextReq())
 	start := time.Now()
-	vm, release, err := who.WithoutWaiting().LockVM(ctx, vmid)
+	vm, release, err := who.WithBusyWait(inputBusyWait).LockVM(ctx, vmid)
 	if errors.Is(err, hostapi.ErrBusy) {
 		refuse(http.StatusConflict, err)
 		return

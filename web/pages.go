@@ -194,7 +194,7 @@ func (s *Server) machineRow(ctx context.Context, sess *session, row *benchRow) {
 	} else if l != nil {
 		row.Lease = l.Holder + " until " + l.Until.UTC().Format(time.RFC3339)
 	}
-	vm, release, err := who.WithoutWaiting().LockVM(ctx, hostapi.MachineVMID)
+	vm, release, err := who.WithBusyWait(0).LockVM(ctx, hostapi.MachineVMID)
 	if err != nil {
 		row.Power = err.Error()
 		return
