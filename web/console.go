@@ -82,7 +82,7 @@ func (s *Server) subscribe(bench string, watched *hostapi.Watched) (*feed, *subs
 		ctx, cancel := context.WithCancel(context.Background())
 		f = &feed{key: key, watched: watched, cancel: cancel, subs: map[*subscriber]bool{}}
 		s.feeds[key] = f
-		go f.run(ctx, s.o.PollEvery)
+		go f.run(ctx, s.o.PollEvery, s.o.FrameGap)
 	}
 	f.mu.Lock()
 	f.subs[sub] = true
@@ -124,19 +124,22 @@ func (s *Server) Watchers() int {
 	return n
 }
 
-// run polls the console until ctx ends.
-func (f *feed) run(ctx context.Context, every time.Duration) {
+// run polls the console until ctx ends. A change is sent at once when the
+// last was sent at least gap ago; a screen that keeps changing (typing,
+// scrolling) is sent every gap: the browsers' decoding and drawing would
+// otherwise take the CPU the guest needs.
+func (f *feed) run(ctx context.Context, every, gap time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var seen int64 = -1 // the change clock's reading whose frame was sent
-	var retryAt time.Time
+	var retryAt, sent time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if time.Now().Before(retryAt) {
+		if now := time.Now(); now.Before(retryAt) || now.Sub(sent) < gap {
 			continue
 		}
 		at, clock := f.watched.Changes(ctx)
@@ -165,6 +168,7 @@ func (f *feed) run(ctx context.Context, every time.Duration) {
 		if err != nil || msg.data == nil { // nothing changed (a console without a clock)
 			continue
 		}
+		sent = time.Now()
 		f.mu.Lock()
 		f.last = fr
 		var whole *message

@@ -37,6 +37,10 @@ type Options struct {
 	// PollEvery is how often a console feed looks at the console's change
 	// clock; 0: 20 ms.
 	PollEvery time.Duration
+	// FrameGap is the least time between two frames a console feed sends
+	// (a change after a quiet moment goes at once); 0: 66 ms, 15 frames a
+	// second.
+	FrameGap time.Duration
 }
 
 // Server is the browser door of an app.
@@ -62,6 +66,9 @@ func New(a *app.App, o Options) *Server {
 	}
 	if o.PollEvery <= 0 {
 		o.PollEvery = 20 * time.Millisecond
+	}
+	if o.FrameGap <= 0 {
+		o.FrameGap = 66 * time.Millisecond
 	}
 	s := &Server{app: a, log: a.Log, o: o, sess: newSessions(o.SessionTTL), feeds: map[string]*feed{},
 		reqPrefix: fmt.Sprintf("%06x-w", uint32(time.Now().Unix())&0xffffff)}

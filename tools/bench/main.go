@@ -55,6 +55,8 @@ var runs = []run{
 	{"./backends/pikvm", "BenchmarkKVMType", "1x"},
 	{"./backends/pikvm", "BenchmarkKVMScreenshot", "20x"},
 	{"./internal/dataset", "BenchmarkExport", "1x"},
+	{"./web", "BenchmarkConsoleLatency", "40x"},
+	{"./web", "BenchmarkWatchers", "1x"},
 }
 
 // figure is one line of the report: a metric a benchmark reported, how to
@@ -149,6 +151,14 @@ var figures = []figure{
 	{"PiKVM screenshot (frame + PNG) / raw snapshot GET", "BenchmarkKVMScreenshot/static", "frame+png/get", "x", target{"<=", 1.2},
 		[]string{"frame/get", "get-ms", "frame+png-ms"}},
 	{"dataset export, 2000 synthetic 1280x800 frames with sidecars: frames/s", "BenchmarkExport", "frames/s", "/s", target{}, nil},
+	{"live view: a key on the console to its echo on the browser's canvas, p50", "BenchmarkConsoleLatency", "p50-ms", " ms", target{"<=", 150},
+		[]string{"vnc-p50-ms", "feed-p50-ms"}},
+	{"live view: a key on the console to its echo on the browser's canvas, p95", "BenchmarkConsoleLatency", "p95-ms", " ms", target{"<=", 150},
+		[]string{"vnc-p95-ms", "feed-p95-ms"}},
+	{"ui_screenshot p50 with 5 browsers watching / none", "BenchmarkWatchers", "shot-ratio", "x", target{"<=", 1.1},
+		[]string{"shot-p50-ms-alone", "shot-p50-ms-5-watching"}},
+	{"ui_type chars/s with 5 browsers watching / none", "BenchmarkWatchers", "type-ratio", "x", target{">=", 0.9},
+		[]string{"type-chars/s-alone", "type-chars/s-5-watching", "frames-per-watcher"}},
 }
 
 func main() {
