@@ -3,7 +3,7 @@
 # when any is missing: as root with apt-get, otherwise it prints the command.
 #   tools/deps.sh [--check]      --check: only report, exit 1 when something is missing
 set -eu
-PACKAGES="qemu-system-x86 qemu-utils qemu-guest-agent busybox-static cpio tesseract-ocr tesseract-ocr-rus libtesseract-dev ovmf vde2"
+PACKAGES="qemu-system-x86 qemu-utils qemu-guest-agent busybox-static cpio tesseract-ocr tesseract-ocr-rus libtesseract-dev ovmf vde2 chromium"
 missing=""
 for p in $PACKAGES; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

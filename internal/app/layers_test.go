@@ -36,6 +36,8 @@ func TestLayersCallOnlyDown(t *testing.T) {
 			"a leaf"},
 		{"./engine", true, []string{"cmd/...", "backends/qemu", "backends/pve", "backends/pikvm", "backends/bmc", "backends/ocr"},
 			"a door reaches the backends through the app"},
+		{"./web", true, []string{"cmd/...", "engine", "backends/qemu", "backends/pve", "backends/pikvm", "backends/bmc", "backends/ocr"},
+			"a door reaches the backends through the app, and no other door"},
 	}
 	root := testvm.Root()
 	for _, r := range rules {
