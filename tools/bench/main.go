@@ -55,6 +55,8 @@ var runs = []run{
 	{"./backends/pikvm", "BenchmarkKVMType", "1x"},
 	{"./backends/pikvm", "BenchmarkKVMScreenshot", "20x"},
 	{"./internal/dataset", "BenchmarkExport", "1x"},
+	{"./engine", "BenchmarkTraceCost", "30x"},
+	{"./internal/trace", "BenchmarkRecord", "2000x"},
 }
 
 // figure is one line of the report: a metric a benchmark reported, how to
@@ -149,6 +151,11 @@ var figures = []figure{
 	{"PiKVM screenshot (frame + PNG) / raw snapshot GET", "BenchmarkKVMScreenshot/static", "frame+png/get", "x", target{"<=", 1.2},
 		[]string{"frame/get", "get-ms", "frame+png-ms"}},
 	{"dataset export, 2000 synthetic 1280x800 frames with sidecars: frames/s", "BenchmarkExport", "frames/s", "/s", target{}, nil},
+	{"trace: ui_screenshot's extra p50 with the recorder on", "BenchmarkTraceCost", "shot-extra-p50-ms", " ms", target{"<=", 1},
+		[]string{"shot-p50-ms"}},
+	{"trace: ui_key's extra p50 with the recorder on (its frame after is a glance)", "BenchmarkTraceCost", "key-extra-p50-ms", " ms", target{"<=", 1},
+		[]string{"key-p50-ms", "dropped"}},
+	{"trace: Record's cost on the call's path (two 1280x800 frames)", "BenchmarkRecord", "ns/op", " ns", target{"<=", 1e6}, nil},
 }
 
 func main() {
