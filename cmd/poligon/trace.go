@@ -8,8 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/poligon/poligon/engine"
-	"github.com/poligon/poligon/internal/app"
 	"github.com/poligon/poligon/internal/trace"
 	"github.com/poligon/poligon/runtime/transcript"
 )
@@ -56,16 +54,12 @@ func traceCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		a, err := app.Open(ctx, cfg, app.Options{Log: newLogger(stderr, "warn"), Reserved: engine.BuiltinNames()})
+		a, err := openApp(ctx, cfg, newLogger(stderr, "warn"))
 		if err != nil {
 			return err
 		}
 		defer a.Close()
-		benchName := *bench
-		if benchName == "" {
-			benchName = cfg.DefaultBench
-		}
-		who, err := a.Caller(ctx, a.Local(), benchName)
+		who, benchName, err := ownerOn(ctx, a, *bench)
 		if err != nil {
 			return printToolError(stderr, err)
 		}
