@@ -84,7 +84,7 @@ func TestHTTP(t *testing.T) {
 	// VMs are slow) and the toolsets offered, and no host path.
 	if code, body := get(t, ts.URL+"/readyz", "", nil); !strings.Contains(body, `"problems"`) || code != 200 && code != 503 ||
 		!strings.Contains(body, `"accel":"`) || strings.Contains(body, s.cfg.DataDir) ||
-		!strings.Contains(body, `"toolsets":["vm","ui","iso","stand","dataset","scripts"]`) {
+		!strings.Contains(body, `"toolsets":["vm","ui","iso","stand","trace","dataset","scripts"]`) {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
 	for _, host := range []string{"evil.example.com", "evil.example.com:8811", "10.1.2.3"} {
@@ -164,6 +164,12 @@ func TestHTTP(t *testing.T) {
 	if code, body := get(t, ts.URL+"/metrics", "", nil); code != 200 || !strings.Contains(body, `poligon_tool_calls_total{outcome="ok",tool="vm_list_my_vms"} 3`) {
 		t.Fatalf("/metrics = %d, missing the call counter:\n%s", code, body)
 	}
+	// The calls above are trace steps, counted once the writer stored them.
+	eventually(t, "the trace's counters in /metrics", func() bool {
+		_, body := get(t, ts.URL+"/metrics", "", nil)
+		return strings.Contains(body, "poligon_trace_dropped_total 0") && !strings.Contains(body, "poligon_trace_steps_total 0") &&
+			strings.Contains(body, `poligon_trace_bytes{part="steps"}`)
+	})
 }
 
 // sseEvent is one server-sent event as the wire carries it.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -38,6 +39,7 @@ func newMetrics(s *Server) *metrics {
 			func() float64 { return float64(len(s.ToolNames())) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "poligon_uptime_seconds", Help: "Seconds since start."},
 			func() float64 { return time.Since(s.started).Seconds() }),
+		traceCollector{s},
 	)
 	return m
 }
@@ -49,4 +51,36 @@ func (m *metrics) observe(tool, outcome string, d time.Duration) {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// traceCollector publishes the trace's counters and size, read at scrape
+// time.
+type traceCollector struct{ s *Server }
+
+var (
+	traceSteps   = prometheus.NewDesc("poligon_trace_steps_total", "Trace steps stored by this process.", nil, nil)
+	traceDropped = prometheus.NewDesc("poligon_trace_dropped_total", "Trace steps dropped: the writer's queue was full, or the store refused them.", nil, nil)
+	tracePruned  = prometheus.NewDesc("poligon_trace_pruned_total", "Trace steps dropped by the bound ([trace] max_mb, max_age), oldest first.", nil, nil)
+	traceBytes   = prometheus.NewDesc("poligon_trace_bytes", "What the trace holds: its steps and its frames.", []string{"part"}, nil)
+)
+
+func (c traceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{traceSteps, traceDropped, tracePruned, traceBytes} {
+		ch <- d
+	}
+}
+
+func (c traceCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.s.app.Trace
+	if r == nil {
+		return
+	}
+	st := r.Stats()
+	ch <- prometheus.MustNewConstMetric(traceSteps, prometheus.CounterValue, float64(st.Recorded))
+	ch <- prometheus.MustNewConstMetric(traceDropped, prometheus.CounterValue, float64(st.Dropped))
+	ch <- prometheus.MustNewConstMetric(tracePruned, prometheus.CounterValue, float64(st.Pruned))
+	if u, err := r.Usage(context.Background()); err == nil {
+		ch <- prometheus.MustNewConstMetric(traceBytes, prometheus.GaugeValue, float64(u.StepBytes), "steps")
+		ch <- prometheus.MustNewConstMetric(traceBytes, prometheus.GaugeValue, float64(u.FrameBytes), "frames")
+	}
 }

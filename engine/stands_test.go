@@ -16,6 +16,7 @@ import (
 	"github.com/poligon/poligon/engine/stand"
 	"github.com/poligon/poligon/internal/store"
 	"github.com/poligon/poligon/internal/testvm"
+	"github.com/poligon/poligon/internal/trace"
 )
 
 // standView reads stand_status of one stand.
@@ -179,6 +180,23 @@ func TestStandOnTiny(t *testing.T) {
 	if !client.Steps[0].Started.After(*server.Ended) {
 		t.Errorf("the client's step started %v, before the server was done %v", client.Steps[0].Started, server.Ended)
 	}
+
+	// The build is a trace: each machine's phases, and its steps' host
+	// calls, all named with the stand.
+	var steps []trace.Step
+	eventually(t, "the stand's trace", func() bool {
+		steps, _ = s.app.TraceSteps(context.Background(), localWho(t, s), cfg.DefaultBench, trace.Query{Stand: "web"})
+		phases, calls := 0, 0
+		for _, st := range steps {
+			switch {
+			case st.Call == "stand.cloning" && st.Source == trace.SourceStand:
+				phases++
+			case st.Call == "expect" && st.Source == trace.SourceStand && st.VM == "tester-repro-web-client":
+				calls++
+			}
+		}
+		return phases == 3 && calls == 1
+	})
 
 	// A second apply of the same name is refused while its VMs exist.
 	mustRefuse(t, cs, "stand_apply", map[string]any{"plan": plan}, "tester-repro-web-")

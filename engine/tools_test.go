@@ -293,6 +293,41 @@ func TestToolsOnTiny(t *testing.T) {
 		mustRefuse(t, cs, "ui_wait_for", map[string]any{"vmid": vmid, "window": "xterm", "timeout": 1}, "no desktop session")
 	})
 
+	// Every call on the VM is a trace step; trace_export writes them with
+	// their frames, and what ui_type typed appears nowhere in the file.
+	t.Run("trace", func(t *testing.T) {
+		const typed = "pw-not-in-the-trace-4711"
+		mustOK(t, cs, "ui_type", map[string]any{"vmid": vmid, "text": typed})
+		mustOK(t, cs, "ui_key", map[string]any{"vmid": vmid, "key": "ctrl-u"})
+		mustOK(t, cs, "ui_click", map[string]any{"vmid": vmid, "x": 20, "y": 20})
+		mustOK(t, cs, "vm_exec", map[string]any{"vmid": vmid, "command": "true"})
+		mustOK(t, cs, "ui_screenshot", map[string]any{"vmid": vmid})
+		var page string
+		eventually(t, "the last calls in the trace", func() bool {
+			out := mustOK(t, cs, "trace_export", map[string]any{"vmid": vmid})
+			m := regexp.MustCompile(`saved (\S+) under`).FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("trace_export = %q", out)
+			}
+			raw, err := os.ReadFile(filepath.Join(cfg.EvidenceDir, m[1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			page = string(raw)
+			return strings.Contains(page, "ctrl-u") && strings.Contains(page, "ui_screenshot")
+		})
+		for _, want := range []string{"ui_type", "ui_key", "ui_click", "vm_exec", "data:image/png;base64,", `alt="the screen after step`} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the trace lacks %q", want)
+			}
+		}
+		if strings.Contains(page, typed) {
+			t.Error("the typed text is in the trace")
+		}
+		mustRefuse(t, cs, "trace_export", map[string]any{}, "nothing selects")
+		mustRefuse(t, cs, "trace_export", map[string]any{"vmid": 99999}, "no steps of yours")
+	})
+
 	// QEMU serves one QMP client at a time. While the user's own tool holds
 	// the monitor, the console tools (which need none) work, a status read
 	// answers the state last seen and says so, and a snapshot (which needs

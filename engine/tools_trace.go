@@ -3,8 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"strings"
+	"errors"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,9 +35,19 @@ func traceTools() []*Tool {
 }
 
 func traceExport(ctx context.Context, c *Call, in *traceExportArgs) (*mcp.CallToolResult, error) {
-	q, scope, err := traceQuery(in, c)
+	sel := trace.Selection{VMID: in.VMID, Stand: in.Stand, Session: in.Session, Since: in.Since, Until: in.Until}
+	if in.Session == "this" {
+		if c.Request == nil || c.Request.Session == nil {
+			return nil, hostapi.Failf("name the session by its id", "this call has no MCP session")
+		}
+		sel.Session = c.Request.Session.ID()
+	}
+	q, scope, err := sel.Query(time.Now())
+	if errors.Is(err, trace.ErrNoSelection) {
+		return nil, hostapi.Failf("pass vmid, stand, session or since", "which trace: %v", err)
+	}
 	if err != nil {
-		return nil, err
+		return nil, hostapi.Failf("since and until take an RFC 3339 time or a duration back from now", "%v", err)
 	}
 	e, err := c.Server.app.TraceExport(ctx, c.Caller, c.Bench, q, "poligon trace: "+scope)
 	if err != nil {
@@ -69,54 +78,4 @@ func traceExport(ctx context.Context, c *Call, in *traceExportArgs) (*mcp.CallTo
 		}
 	}
 	return text("saved %s under the evidence directory: %d steps (%d failed), %d KB", saved, len(e.Steps), failed, buf.Len()/1024), nil
-}
-
-// traceQuery reads the selection; at least one of vmid, stand, session or
-// since names it. scope names the file.
-func traceQuery(in *traceExportArgs, c *Call) (trace.Query, string, error) {
-	q := trace.Query{VMID: in.VMID, Stand: in.Stand, Session: in.Session}
-	var parts []string
-	if in.VMID != 0 {
-		parts = append(parts, fmt.Sprintf("vm%d", in.VMID))
-	}
-	if in.Stand != "" {
-		parts = append(parts, "stand-"+in.Stand)
-	}
-	if in.Session == "this" {
-		if c.Request == nil || c.Request.Session == nil {
-			return q, "", hostapi.Failf("name the session by its id", "this call has no MCP session")
-		}
-		q.Session = c.Request.Session.ID()
-	}
-	if q.Session != "" {
-		parts = append(parts, "session")
-	}
-	var err error
-	if q.Since, err = traceTime(in.Since, "since"); err != nil {
-		return q, "", err
-	}
-	if q.Until, err = traceTime(in.Until, "until"); err != nil {
-		return q, "", err
-	}
-	if !q.Since.IsZero() {
-		parts = append(parts, "since-"+q.Since.UTC().Format("0102-1504"))
-	}
-	if len(parts) == 0 {
-		return q, "", hostapi.Failf("pass vmid, stand, session or since", "which trace: nothing selects its steps")
-	}
-	return q, strings.Join(parts, "-"), nil
-}
-
-// traceTime reads an RFC 3339 time or a duration back from now.
-func traceTime(s, what string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return time.Now().Add(-d), nil
-	}
-	return time.Time{}, hostapi.Failf("an RFC 3339 time (2026-12-04T10:15:00Z) or a duration (90m)", "%s %q is neither a time nor a duration", what, s)
 }

@@ -61,11 +61,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Server.Toolsets = []string{"bench"} // the command's own tools, whatever a server offers
-	_, srv, closeApp, err := openApp(ctx, cfg, newLogger(stderr, "warn"))
+	a, err := openApp(ctx, cfg, newLogger(stderr, "warn"))
 	if err != nil {
 		return err
 	}
-	defer closeApp()
+	defer a.Close()
+	srv := engine.New(a)
 	cs, closeCS, err := inProcessClient(ctx, srv)
 	if err != nil {
 		return err

@@ -39,6 +39,8 @@ Usage:
   poligon bench status|lease|release|power|media  physical benches: leases, power, virtual media
   poligon stand plan|apply|status|destroy|compile stands: several machines built from a plan
   poligon dataset export --dataset DIR --out DIR  a training set from a dataset capture (report.json says what went out)
+  poligon trace export (--vm N | --stand S | ...) --out FILE
+                                                  the trace of your calls as one HTML page (or a zip) for a bug report
   poligon version                                 print the version
   poligon --healthcheck URL                       exit 0 when URL answers 2xx (container health checks)
 
@@ -86,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = standCmd(ctx, rest, stdout, stderr)
 	case "dataset":
 		err = datasetCmd(ctx, rest, stdout, stderr)
+	case "trace":
+		err = traceCmd(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionLine())
 	case "help", "-h", "--help":

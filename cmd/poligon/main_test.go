@@ -185,6 +185,24 @@ func TestRunCheckReplay(t *testing.T) {
 	if out, errOut, code := poligon(t, e, "replay", m[1]); code != 0 || out != "replayed 2 calls clean\nhi-Linux\n" {
 		t.Fatalf("replay = exit %d, %q %q", code, out, errOut)
 	}
+	// The run is a trace too: its transcript written as one, and its steps
+	// as the trace kept them.
+	page := filepath.Join(dir, "run.html")
+	if _, errOut, code := poligon(t, e, "trace", "export", "--transcript", m[1], "--out", page); code != 0 {
+		t.Fatalf("trace export --transcript = exit %d, %q", code, errOut)
+	}
+	if raw, _ := os.ReadFile(page); !strings.Contains(string(raw), "echo hi-$(uname -s)") || !strings.Contains(string(raw), ">expect<") {
+		t.Fatalf("the transcript's page:\n%s", raw)
+	}
+	if out, errOut, code := poligon(t, e, "trace", "export", "--since", "1h", "--out", page); code != 0 || !strings.Contains(out, "steps") {
+		t.Fatalf("trace export --since = exit %d, %q %q", code, out, errOut)
+	}
+	if raw, _ := os.ReadFile(page); !strings.Contains(string(raw), ">expect<") || !strings.Contains(string(raw), ">run<") {
+		t.Fatalf("the run's trace lacks its expect step:\n%.2000s", raw)
+	}
+	if _, errOut, code := poligon(t, e, "trace", "export", "--out", page); code != 2 || !strings.Contains(errOut, "nothing selects") {
+		t.Fatalf("trace export without a selection = exit %d, %q", code, errOut)
+	}
 	// The script changed so that it makes another call: the replay says where.
 	os.WriteFile(script, []byte(`module.exports = { name: "hello", description: "says hello",
   params: { word: { description: "the word", default: "hello" } },

@@ -57,7 +57,7 @@ func runScript(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	log := newLogger(stderr, "warn")
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a, err := app.Open(ctx, cfg, app.Options{Log: log, Reserved: engine.BuiltinNames()})
+	a, err := openApp(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/poligon/poligon/config"
 	"github.com/poligon/poligon/engine"
+	"github.com/poligon/poligon/hostapi"
 	"github.com/poligon/poligon/internal/app"
 	"github.com/poligon/poligon/web"
 )
@@ -132,11 +133,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a, srv, closeApp, err := openApp(ctx, cfg, log)
+	a, err := openApp(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeApp()
+	defer a.Close()
+	srv := engine.New(a)
 	// A new, changed or removed script adds, replaces or removes its tool.
 	if err := a.Scripts.Watch(ctx); err != nil {
 		return err
@@ -230,12 +232,18 @@ func healthcheck(args []string, stderr io.Writer) error {
 	return nil
 }
 
-// openApp assembles the app every command runs on, and its MCP door.
-// close releases both.
-func openApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app.App, *engine.Server, func(), error) {
-	a, err := app.Open(ctx, cfg, app.Options{Log: log, Reserved: engine.BuiltinNames()})
-	if err != nil {
-		return nil, nil, nil, err
+// openApp assembles the app a command runs on (its scripts may not take
+// the names of the MCP door's tools). The command closes it.
+func openApp(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app.App, error) {
+	return app.Open(ctx, cfg, app.Options{Log: log, Reserved: engine.BuiltinNames()})
+}
+
+// ownerOn is who the command-line verbs act as: the config's owner on a
+// bench ("" = the default), and that bench's name.
+func ownerOn(ctx context.Context, a *app.App, bench string) (*hostapi.Caller, string, error) {
+	if bench == "" {
+		bench = a.Config.DefaultBench
 	}
-	return a, engine.New(a), a.Close, nil
+	who, err := a.Caller(ctx, a.Local(), bench)
+	return who, bench, err
 }

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/poligon/poligon/engine"
 	"github.com/poligon/poligon/engine/stand"
 	"github.com/poligon/poligon/hostapi"
 	"github.com/poligon/poligon/internal/app"
@@ -65,16 +64,12 @@ func standCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// does: the stand is left interrupted, for --resume.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a, err := app.Open(ctx, cfg, app.Options{Log: newLogger(stderr, "warn"), Reserved: engine.BuiltinNames()})
+	a, err := openApp(ctx, cfg, newLogger(stderr, "warn"))
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	benchName := *bench
-	if benchName == "" {
-		benchName = cfg.DefaultBench
-	}
-	who, err := a.Caller(ctx, a.Local(), benchName)
+	who, benchName, err := ownerOn(ctx, a, *bench)
 	if err != nil {
 		return printToolError(stderr, err)
 	}

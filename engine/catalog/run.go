@@ -213,15 +213,6 @@ func touchesScreen(call string) bool {
 	return strings.HasPrefix(call, "screen.") || strings.HasPrefix(call, "keyboard.") || strings.HasPrefix(call, "mouse.") || call == calls.ExecGUI
 }
 
-// readsText: the host calls whose answer is what OCR read.
-func readsText(call string) bool {
-	switch call {
-	case calls.ReadText, calls.WaitText, calls.CheckText, calls.ExpectText:
-		return true
-	}
-	return false
-}
-
 // record keeps a host call as a trace step: its arguments redacted as the
 // transcript has them, its error scrubbed, what a screen read answered, and
 // for a call on the screen the frames before and after (an input's a
@@ -247,7 +238,7 @@ func (c *countingHost) record(ctx context.Context, name string, args, answer jso
 			step.Error = c.scrub(step.Error)
 		}
 	}
-	if readsText(name) && len(answer) < 64<<10 {
+	if calls.ReadsText(name) && len(answer) < 64<<10 {
 		step.Text = string(answer)
 		if c.scrub != nil {
 			step.Text = c.scrub(step.Text)

@@ -354,3 +354,13 @@ type StepArgs struct {
 	Of    int    `json:"of"`
 	Label string `json:"label"`
 }
+
+// ReadsText reports whether a call's answer is what OCR read on the screen
+// (a trace step keeps it as the step's text).
+func ReadsText(call string) bool {
+	switch call {
+	case ReadText, WaitText, CheckText, ExpectText:
+		return true
+	}
+	return false
+}

@@ -32,6 +32,8 @@ func TestLayersCallOnlyDown(t *testing.T) {
 			"the stand service serves every door"},
 		{"./internal/store", false, []string{"hostapi/...", "engine/...", "runtime/...", "backends/...", "config", "internal/app"},
 			"a leaf"},
+		{"./internal/trace", false, []string{"hostapi", "engine/...", "runtime/js", "runtime/wasm", "backends/...", "config", "internal/app"},
+			"what the doors and services record into"},
 		{"./internal/dataset/...", false, []string{"hostapi/...", "engine/...", "runtime/...", "backends/...", "config", "internal/app"},
 			"a leaf"},
 		{"./engine", true, []string{"cmd/...", "backends/qemu", "backends/pve", "backends/pikvm", "backends/bmc", "backends/ocr"},

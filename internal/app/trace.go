@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"sort"
 
 	"github.com/poligon/poligon/hostapi"
 	"github.com/poligon/poligon/internal/trace"
@@ -55,6 +56,9 @@ func (a *App) TraceExport(ctx context.Context, who *hostapi.Caller, bench string
 	if len(steps) == 0 {
 		return trace.Export{}, hostapi.Failf("widen the selection (another vmid, stand, session or time), or make a call first", "no steps of yours in the trace for %s", title)
 	}
+	// By when each call began: a step whose frame after is a glance is
+	// stored a moment after the steps that followed it.
+	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At.Before(steps[j].At) })
 	return trace.Export{Title: title, Steps: steps, Frame: a.Trace.Frame}, nil
 }
 

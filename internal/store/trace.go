@@ -94,7 +94,7 @@ type TraceQuery struct {
 	Until   time.Time
 	Frame   string // only steps showing this frame, before or after
 	After   int64  // only steps with a greater id (a live view's next page)
-	Limit   int   // default 1000
+	Limit   int    // default 1000
 }
 
 // TraceSteps answers the steps q selects.

@@ -66,8 +66,9 @@ type Recorder struct {
 	done chan struct{}
 	wg   sync.WaitGroup // RecordAfter's glances
 
-	mu     sync.Mutex
-	closed bool
+	mu      sync.Mutex
+	closing bool // no new glances
+	closed  bool // no new steps
 
 	recorded, dropped, pruned atomic.Int64
 }
@@ -129,7 +130,13 @@ func (r *Recorder) RecordAfter(step Step, before *image.RGBA, delay time.Duratio
 	if r == nil {
 		return
 	}
+	r.mu.Lock()
+	if r.closing {
+		r.mu.Unlock()
+		return
+	}
 	r.wg.Add(1)
+	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
 		time.Sleep(delay)
@@ -142,7 +149,10 @@ func (r *Recorder) Close() {
 	if r == nil {
 		return
 	}
-	r.wg.Wait()
+	r.mu.Lock()
+	r.closing = true
+	r.mu.Unlock()
+	r.wg.Wait() // the glances under way record their steps
 	r.mu.Lock()
 	if !r.closed {
 		r.closed = true

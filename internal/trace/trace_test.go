@@ -203,3 +203,24 @@ func TestScope(t *testing.T) {
 		t.Fatal(FileName("vm 101/x", time.Unix(0, 0), "html"))
 	}
 }
+
+// BenchmarkRecord is Record's cost on a call's path: a step with two
+// 1280x800 frames handed over (named, encoded and stored by the writer).
+func BenchmarkRecord(b *testing.B) {
+	dir := b.TempDir()
+	st, err := store.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	r, err := Open(st, filepath.Join(dir, "trace"), Options{Digest: dig, Queue: 1 << 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	before, after := image.NewRGBA(image.Rect(0, 0, 1280, 800)), image.NewRGBA(image.Rect(0, 0, 1280, 800))
+	for b.Loop() {
+		r.Record(Step{At: time.Now(), Owner: "a", Call: "ui_key", Source: SourceMCP}, before, after)
+	}
+	b.StopTimer()
+	r.Close()
+}
