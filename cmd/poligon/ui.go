@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/poligon/poligon/engine"
-	"github.com/poligon/poligon/internal/app"
 	"github.com/poligon/poligon/web"
 )
 
@@ -50,7 +48,7 @@ func ui(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer closeLogs()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a, err := app.Open(ctx, cfg, app.Options{Log: log, Reserved: engine.BuiltinNames()})
+	a, err := openApp(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
