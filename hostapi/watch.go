@@ -43,13 +43,10 @@ func (w *Watched) Owner() string { return w.c.owner }
 // round trip to the machine (a VNC console: the last update its server
 // sent).
 func (w *Watched) Frame(ctx context.Context) (Frame, error) {
-	v := &VM{c: w.c, info: w.info}
-	f, err := v.peek(ctx)
-	if err != nil {
-		return Frame{}, err
-	}
-	w.c.env.last.set(v.vmKey(), f)
-	return f, nil
+	// Not noted as the VM's last frame: a watcher's looks (a browser's
+	// feed, many a second) are no call's, and a trace step's frame after
+	// must be its own call's or its glance's.
+	return (&VM{c: w.c, info: w.info}).peek(ctx)
 }
 
 // Changes answers the console's last change time (cheap: no copy of the
@@ -67,7 +64,7 @@ func (w *Watched) Changes(ctx context.Context) (at int64, ok bool) {
 }
 
 // LastFrame answers the last frame any call of this process took of
-// vmid on the caller's bench: what was last seen on its screen.
+// vmid on the caller's bench (watchers' looks aside): what a call last saw.
 func (c *Caller) LastFrame(vmid int) (Frame, bool) {
 	return c.env.last.get(fmt.Sprintf("%s/%d", c.lockNS, vmid))
 }
