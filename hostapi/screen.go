@@ -306,8 +306,17 @@ func (v *VM) shot(ctx context.Context, s backends.Screen) (Frame, error) {
 }
 
 // frame is the console's current frame as it has it (for a VNC console,
-// the last update its server sent).
+// the last update its server sent), noted as the VM's last frame.
 func (v *VM) frame(ctx context.Context, s backends.Screen, start time.Time) (Frame, error) {
+	f, err := v.current(ctx, s, start)
+	if err == nil {
+		v.c.env.last.set(v.vmKey(), f)
+	}
+	return f, err
+}
+
+// current is the console's current frame, noted nowhere.
+func (v *VM) current(ctx context.Context, s backends.Screen, start time.Time) (Frame, error) {
 	var (
 		img  *image.RGBA
 		data []byte
@@ -322,9 +331,7 @@ func (v *VM) frame(ctx context.Context, s backends.Screen, start time.Time) (Fra
 	if err != nil {
 		return Frame{}, wrap(err, "", "vmid %d screenshot", v.info.VMID)
 	}
-	f := Frame{Image: img, At: time.Now(), Took: time.Since(start), Block: blockOf(s), Encoded: data, EncodedType: mime}
-	v.c.env.last.set(v.vmKey(), f)
-	return f, nil
+	return Frame{Image: img, At: time.Now(), Took: time.Since(start), Block: blockOf(s), Encoded: data, EncodedType: mime}, nil
 }
 
 func blockOf(s backends.Screen) image.Point {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/poligon/poligon/backends"
 )
@@ -46,7 +47,12 @@ func (w *Watched) Frame(ctx context.Context) (Frame, error) {
 	// Not noted as the VM's last frame: a watcher's looks (a browser's
 	// feed, many a second) are no call's, and a trace step's frame after
 	// must be its own call's or its glance's.
-	return (&VM{c: w.c, info: w.info}).peek(ctx)
+	v := &VM{c: w.c, info: w.info}
+	s, err := v.screen(ctx)
+	if err != nil {
+		return Frame{}, err
+	}
+	return v.current(ctx, s, time.Now())
 }
 
 // Changes answers the console's last change time (cheap: no copy of the
