@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"image"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,6 +38,13 @@ type Config struct {
 	// CacheLines bounds the lines remembered by their pixels (default
 	// 20000: a few hundred screens of text, a few MB).
 	CacheLines int
+	// AtlasFile keeps the character cells learned from tesseract's reads
+	// across restarts ("": learned cells last as long as the process);
+	// written now and then and when the reader closes.
+	AtlasFile string
+	// AtlasCells bounds the cells learned (default 65536, 16 bytes each
+	// on disk, about 64 in memory).
+	AtlasCells int
 }
 
 func (c Config) withDefaults() Config {
@@ -51,6 +59,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CacheLines <= 0 {
 		c.CacheLines = 20000
+	}
+	if c.AtlasCells <= 0 {
+		c.AtlasCells = 65536
 	}
 	return c
 }
@@ -80,15 +91,22 @@ type Word struct {
 // Page is what a frame reads as.
 type Page struct {
 	Lines  []Line
-	Read   int           // pieces recognised for this frame (equal pieces once)
+	Read   int           // pieces recognised by tesseract for this frame (equal pieces once)
 	Cached int           // pieces answered from the cache
+	Grid   int           // pieces read cell by cell from the atlas
 	Took   time.Duration // the whole read
 }
 
 // Stats are counters since the reader opened.
 type Stats struct {
-	Reads, LinesRead, LinesCached int64
-	Total                         time.Duration
+	Reads, LinesRead, LinesCached, LinesGrid int64
+	Total                                    time.Duration
+	// The atlas: the seed's cells, the cells learned, those confirmed
+	// (answered) and those reads disagreed on (never answered).
+	AtlasSeed, AtlasLearned, AtlasConfirmed, AtlasBad int
+	// AtlasProblem says why the atlas file could not be read or written,
+	// if it could not.
+	AtlasProblem string
 }
 
 // Reader reads frames. It is safe for concurrent use.
@@ -102,16 +120,18 @@ type Reader struct {
 	stop      chan struct{}
 	workers   sync.WaitGroup
 
-	cache *lineCache
+	cache   *lineCache
+	atlas   *atlas
+	saveErr atomic.Pointer[error]
 
-	reads, linesRead, linesCached, nanos atomic.Int64
+	reads, linesRead, linesCached, linesGrid, nanos atomic.Int64
 }
 
 // New makes a reader; the engines start on the first read (or Check), so a
 // server that never reads the screen never loads tesseract.
 func New(cfg Config) *Reader {
 	cfg = cfg.withDefaults()
-	return &Reader{cfg: cfg, cache: newLineCache(cfg.CacheLines), stop: make(chan struct{})}
+	return &Reader{cfg: cfg, cache: newLineCache(cfg.CacheLines), atlas: newAtlas(cfg.AtlasFile, cfg.AtlasCells), stop: make(chan struct{})}
 }
 
 // Languages answers the languages read.
@@ -196,8 +216,11 @@ func (r *Reader) work(ready chan<- error) {
 	}
 }
 
-// Close stops the engines.
+// Close stops the engines and writes the atlas file.
 func (r *Reader) Close() {
+	if err := r.atlas.save(); err != nil {
+		r.saveErr.Store(&err)
+	}
 	r.startOnce.Do(func() { r.startErr = errors.New("ocr: reader closed") })
 	select {
 	case <-r.stop:
@@ -207,9 +230,24 @@ func (r *Reader) Close() {
 	r.workers.Wait()
 }
 
+// forget drops what the reader remembers of earlier frames: the lines it
+// read and the cells it learned (tests and benchmarks: a cold read).
+func (r *Reader) forget() {
+	r.cache = newLineCache(r.cfg.CacheLines)
+	r.atlas = newAtlas("", r.cfg.AtlasCells)
+}
+
 // Stats answers the counters.
 func (r *Reader) Stats() Stats {
-	return Stats{Reads: r.reads.Load(), LinesRead: r.linesRead.Load(), LinesCached: r.linesCached.Load(), Total: time.Duration(r.nanos.Load())}
+	s := Stats{Reads: r.reads.Load(), LinesRead: r.linesRead.Load(), LinesCached: r.linesCached.Load(), LinesGrid: r.linesGrid.Load(), Total: time.Duration(r.nanos.Load())}
+	s.AtlasSeed, s.AtlasLearned, s.AtlasConfirmed, s.AtlasBad = r.atlas.stats()
+	if err := r.atlas.loadErr; err != nil {
+		s.AtlasProblem = err.Error()
+	}
+	if err := r.saveErr.Load(); err != nil {
+		s.AtlasProblem = (*err).Error()
+	}
+	return s
 }
 
 // job is one crop to recognise.
@@ -227,27 +265,63 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 	if err := r.Check(); err != nil {
 		return Page{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		return Page{}, err
+	}
 	b := img.Bounds()
 	if b.Min != (image.Point{}) {
 		return Page{}, fmt.Errorf("ocr: the frame must start at 0,0 (got %v)", b)
 	}
 	w, h := b.Dx(), b.Dy()
 	px := rgb(img)
-	gs := groups(px, w, h, blobs(inkMask(px, w, h), w, h))
+	ink := inkMask(px, w, h)
+	gs := groups(px, w, h, blobs(ink, w, h))
+
+	// Groups on a character grid whose every cell the atlas knows are
+	// read from it; the rest go to tesseract. Where a grid fits a group
+	// but some of its cells are new, tesseract's answer may teach them.
+	grid := newGridReader(r.atlas, px, ink, w, h)
+	gridded := make([]*gridRead, len(gs))
+	partial := make([]*gridRead, len(gs))
+	for i, g := range gs {
+		gr, ok := grid.read(g)
+		switch {
+		case ok:
+			gridded[i] = &gr
+		case gr.cells != nil && 2*gr.unknown <= gr.inked:
+			partial[i] = &gr
+		}
+	}
 
 	// The pieces to read: each group; when only a few are new (a frame
 	// where a line or two changed), a long one is cut in two at a word gap
 	// so that two workers share it. Cold frames keep their lines whole:
 	// there is work for every worker, and a line reads best in one piece.
 	type piece struct {
-		group int
-		box   image.Rectangle
-		words []Word
+		group   int
+		stretch int // of a group on a grid: which stretch of unknown cells
+		box     image.Rectangle
+		words   []Word
 	}
 	pieces := make([]piece, 0, len(gs))
 	fresh := 0
 	for i, g := range gs {
-		pieces = append(pieces, piece{group: i, box: g})
+		if gridded[i] != nil {
+			continue
+		}
+		if gr := partial[i]; gr != nil {
+			// On a grid, only the stretches of cells the atlas does not
+			// know go to tesseract.
+			for k, st := range gr.stretches() {
+				box := gr.stretchBox(st)
+				pieces = append(pieces, piece{group: i, stretch: k, box: box})
+				if _, ok := r.cache.peek(cropKey(img, box)); !ok {
+					fresh++
+				}
+			}
+			continue
+		}
+		pieces = append(pieces, piece{group: i, stretch: -1, box: g})
 		if _, ok := r.cache.peek(cropKey(img, g)); !ok {
 			fresh++
 		}
@@ -255,12 +329,12 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 	if fresh < 2*r.cfg.Workers {
 		var cut []piece
 		for _, pc := range pieces {
-			if _, ok := r.cache.peek(cropKey(img, pc.box)); ok {
-				cut = append(cut, pc)
+			if _, ok := r.cache.peek(cropKey(img, pc.box)); ok || pc.stretch >= 0 {
+				cut = append(cut, pc) // a grid's stretch stays whole: it learns from it
 				continue
 			}
 			for _, box := range halves(px, w, h, pc.box) {
-				cut = append(cut, piece{group: pc.group, box: box})
+				cut = append(cut, piece{group: pc.group, stretch: -1, box: box})
 			}
 		}
 		pieces = cut
@@ -292,24 +366,229 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 		page.Read++
 	}
 	results := make([][]Word, len(gs))
+	stretched := make([]map[int][]Word, len(gs))
 	for _, pc := range pieces { // in order: a group's left half first
-		results[pc.group] = append(results[pc.group], pc.words...)
+		if pc.stretch < 0 {
+			results[pc.group] = append(results[pc.group], pc.words...)
+			continue
+		}
+		if stretched[pc.group] == nil {
+			stretched[pc.group] = map[int][]Word{}
+		}
+		stretched[pc.group][pc.stretch] = pc.words
+		r.learnFrom(*partial[pc.group], partial[pc.group].stretches()[pc.stretch], pc.words)
 	}
+
+	// Every word's script, then the lines.
+	type draftLine struct {
+		group int
+		box   image.Rectangle
+		words []*draftWord
+	}
+	var drafts []draftLine
 	for i, g := range gs {
-		l, ok := line(results[i])
+		if gr := gridded[i]; gr != nil {
+			for _, seg := range gr.segments(nil) {
+				drafts = append(drafts, draftLine{group: i, box: g, words: seg})
+			}
+			page.Grid++
+			continue
+		}
+		if gr := partial[i]; gr != nil {
+			for _, seg := range gr.segments(stretched[i]) {
+				drafts = append(drafts, draftLine{group: i, box: g, words: seg})
+			}
+			continue
+		}
+		var ws []*draftWord
+		for _, wd := range results[i] {
+			dw := &draftWord{box: wd.Box, conf: wd.Conf}
+			for _, c := range wd.Text {
+				dw.cands = append(dw.cands, []rune{c})
+			}
+			ws = append(ws, dw)
+		}
+		drafts = append(drafts, draftLine{group: i, box: g, words: ws})
+	}
+	words := make([][]*draftWord, len(drafts))
+	for i, d := range drafts {
+		words[i] = d.words
+	}
+	chooseScripts(words)
+	for _, d := range drafts {
+		var ws []Word
+		for _, dw := range d.words {
+			ws = append(ws, Word{Box: dw.box, Text: dw.text(), Conf: dw.conf})
+		}
+		l, ok := line(ws, d.words != nil && d.words[0].grid)
 		if !ok {
 			continue
 		}
-		l.Selected = onBar(px, w, h, g)
+		l.Selected = onBar(px, w, h, d.box)
 		page.Lines = append(page.Lines, l)
+	}
+	if err := r.atlas.saveSoon(); err != nil && r.saveErr.Load() == nil {
+		r.saveErr.Store(&err)
 	}
 	page.Took = time.Since(start)
 	r.reads.Add(1)
 	r.linesRead.Add(int64(page.Read))
 	r.linesCached.Add(int64(page.Cached))
+	r.linesGrid.Add(int64(page.Grid))
 	r.nanos.Add(int64(page.Took))
 	return page, nil
 }
+
+// segments answers the words of a group read on a grid, as lines: two
+// blank cells or more (or frame cells: box drawing is not text) part
+// lines, one parts words. The words of the stretches of cells the atlas
+// did not know are tesseract's (read: by stretch), but for answers with
+// no letter or digit: a picture in a line of text (the mouse pointer
+// beside a menu entry), which the atlas would know were it punctuation.
+func (g gridRead) segments(read map[int][]Word) [][]*draftWord {
+	var out [][]*draftWord
+	var line []*draftWord
+	var cur *draftWord
+	gap := 0
+	stretches := g.stretches()
+	next := 0 // the next stretch
+	for i := 0; i < len(g.cells); i++ {
+		c := g.cells[i]
+		if next < len(stretches) && i == stretches[next][0] {
+			st := stretches[next]
+			ws := read[next]
+			next++
+			i = st[1] - 1
+			cur = nil
+			if !strings.ContainsFunc(joinWords(ws), func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+				gap += st[1] - st[0]
+				continue
+			}
+			if gap >= 2 && len(line) > 0 {
+				out = append(out, line)
+				line = nil
+			}
+			gap = 0
+			for _, wd := range ws {
+				dw := &draftWord{box: wd.Box, conf: wd.Conf}
+				for _, r := range wd.Text {
+					dw.cands = append(dw.cands, []rune{r})
+				}
+				line = append(line, dw)
+			}
+			continue
+		}
+		if c.chars == nil || c.frame {
+			cur = nil
+			gap++
+			continue
+		}
+		if gap >= 2 && len(line) > 0 {
+			out = append(out, line)
+			line = nil
+		}
+		gap = 0
+		if cur == nil {
+			cur = &draftWord{conf: 100, grid: true}
+			line = append(line, cur)
+		}
+		cur.cands = append(cur.cands, c.chars)
+		cur.box = cur.box.Union(g.cellBox(i))
+	}
+	if len(line) > 0 {
+		out = append(out, line)
+	}
+	return out
+}
+
+func joinWords(ws []Word) string {
+	var b strings.Builder
+	for _, w := range ws {
+		b.WriteString(w.Text)
+	}
+	return b.String()
+}
+
+// stretches answers the stretches [from, to) of g's cells that hold the
+// cells the atlas does not know: runs of inked cells with one unknown at
+// least, joined across single blank cells (a phrase reads better whole).
+func (g gridRead) stretches() [][2]int {
+	var out [][2]int
+	for i := 0; i < len(g.cells); {
+		if g.cells[i].key == 0 {
+			i++
+			continue
+		}
+		j, unknown := i, false
+		for j < len(g.cells) && g.cells[j].key != 0 {
+			unknown = unknown || !g.cells[j].known
+			j++
+		}
+		if unknown {
+			if n := len(out); n > 0 && out[n-1][1]+1 == i {
+				out[n-1][1] = j
+			} else {
+				out = append(out, [2]int{i, j})
+			}
+		}
+		i = j
+	}
+	return out
+}
+
+// stretchBox answers the part of the group stretch st covers: its cells'
+// columns over the group's rows.
+func (g gridRead) stretchBox(st [2]int) image.Rectangle {
+	return image.Rect(g.x0+st[0]*g.cw, g.box.Min.Y, g.x0+st[1]*g.cw, g.box.Max.Y).Intersect(g.box)
+}
+
+// learnFrom teaches the atlas the cells of stretch st of a group read on a
+// grid, where tesseract's words for it are certain: their characters fall
+// one to a cell with ink, word by word, and agree with every cell the
+// atlas already knows.
+func (r *Reader) learnFrom(g gridRead, st [2]int, words []Word) {
+	// The runs of inked cells are the words.
+	type run struct{ from, to int }
+	var runs []run
+	for i := st[0]; i < st[1]; {
+		if g.cells[i].key == 0 { // blank
+			i++
+			continue
+		}
+		j := i
+		for j < st[1] && g.cells[j].key != 0 {
+			j++
+		}
+		runs = append(runs, run{i, j})
+		i = j
+	}
+	if len(runs) != len(words) {
+		return
+	}
+	var obs []observation
+	for k, wd := range words {
+		chars := []rune(wd.Text)
+		rn := runs[k]
+		if len(chars) != rn.to-rn.from || wd.Conf < learnConf {
+			return
+		}
+		for i, c := range chars {
+			cell := g.cells[rn.from+i]
+			if cell.known {
+				if !slices.Contains(cell.chars, c) {
+					return // tesseract misread a cell the atlas knows: trust none of this read
+				}
+				continue
+			}
+			obs = append(obs, observation{key: cell.key, char: c, cw: g.cw, left: cell.left})
+		}
+	}
+	r.atlas.learn(obs)
+}
+
+// learnConf is the least tesseract word confidence a read teaches the
+// atlas with.
+const learnConf = 80
 
 // recognise reads the jobs on the workers, the largest first so that the
 // workers finish together.
@@ -381,9 +660,10 @@ func place(ws []Word, at image.Point) []Word {
 	return out
 }
 
-// line makes a line of words, or says there is none: no words, or only a
-// stray mark (a text cursor reads as "|").
-func line(ws []Word) (Line, bool) {
+// line makes a line of words, or says there is none: no words, or, from
+// tesseract, only a stray mark (a text cursor reads as "|"; the atlas
+// knows a "#" from a cursor).
+func line(ws []Word, exact bool) (Line, bool) {
 	if len(ws) == 0 {
 		return Line{}, false
 	}
@@ -396,7 +676,7 @@ func line(ws []Word) (Line, bool) {
 	}
 	l.Conf /= float64(len(ws))
 	l.Text = strings.Join(texts, " ")
-	if len([]rune(l.Text)) < 2 && !strings.ContainsFunc(l.Text, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+	if !exact && len([]rune(l.Text)) < 2 && !strings.ContainsFunc(l.Text, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
 		return Line{}, false
 	}
 	return l, true

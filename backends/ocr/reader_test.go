@@ -167,8 +167,15 @@ func TestSelectedRowsAreMarked(t *testing.T) {
 	}
 }
 
+// plainTesseract makes r read as it did before the atlas: every piece by
+// tesseract.
+func plainTesseract(r *Reader) {
+	r.atlas = &atlas{known: map[uint64]cellChars{}, learned: map[uint64]*learnt{}, limit: 1}
+}
+
 func TestChangedLinesOnlyAreReadAgain(t *testing.T) {
 	r := reader(t)
+	plainTesseract(r)
 	img := loadPNG(t, "testdata/screens.png")
 	cold, err := r.Read(context.Background(), img)
 	if err != nil {

@@ -1,0 +1,312 @@
+package ocr
+
+import (
+	"image"
+	"strings"
+	"unicode"
+)
+
+// Choosing the script of each word. Latin and Cyrillic share look-alike
+// letters (A and А, o and о, y and у); a font draws many of them alike,
+// and tesseract reading rus+eng answers "BusyBox" as "ВизуВох" when the
+// Russian model wins a word of Latin capitals. An agent greps the answer,
+// so each word must come out in one script, its own:
+//
+//   - a word with letters only one script has (b, d, s; д, ж, и) is of
+//     that script, and its look-alikes are read in it;
+//   - a word of look-alikes only ("OK", "сухо", "copy") takes the script of
+//     the nearest word on its line that has one, else of the screen's
+//     most words, else Latin;
+//   - a tesseract word whose script is not its line's is read again by
+//     the other script's model alone, and the better read kept (reader.go);
+//   - and what still mixes two scripts has its minority letters replaced by
+//     their look-alikes in the majority's, where they have one.
+//
+// A word of look-alikes in a line of the other script ("copy" in a Russian
+// sentence) cannot be told from its pixels: it takes its line's script.
+
+type script uint8
+
+const (
+	neutral script = iota // digits, punctuation, anything else
+	latin
+	cyrillic
+)
+
+func scriptOf(r rune) script {
+	switch {
+	case r < 0x80:
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return latin
+		}
+		return neutral
+	case unicode.Is(unicode.Latin, r):
+		return latin
+	case unicode.Is(unicode.Cyrillic, r):
+		return cyrillic
+	}
+	return neutral
+}
+
+// lookAlike maps each letter with a look-alike in the other script to it,
+// both ways.
+var lookAlike = func() map[rune]rune {
+	pairs := []string{
+		"AА", "BВ", "CС", "EЕ", "HН", "KК", "MМ", "OО", "PР", "TТ", "XХ", "YУ",
+		"aа", "cс", "eе", "oо", "pр", "xх", "yу", "ëё", "ËЁ",
+		// tesseract's Russian model reads Latin capitals and small caps as
+		// these ("BusyBox" as "ВизуВох", "OK" as "ок").
+		"kк", "mм", "nп", "uи", "rг", "hн", "bь", "tт", "Nи",
+	}
+	m := map[rune]rune{}
+	for _, p := range pairs {
+		r := []rune(p)
+		if _, ok := m[r[0]]; !ok {
+			m[r[0]] = r[1]
+		}
+		if _, ok := m[r[1]]; !ok {
+			m[r[1]] = r[0]
+		}
+	}
+	return m
+}()
+
+// draftWord is a word before its script is chosen: for each character,
+// what it may be (several where the atlas knows look-alikes).
+type draftWord struct {
+	box   image.Rectangle
+	cands [][]rune
+	conf  float64
+	grid  bool // read from the atlas: exact, only look-alikes to choose
+	runs  []letterRun
+}
+
+// letterRun is a stretch of a word's characters that may be letters
+// ("Windows-версия" has two): the unit a script is chosen for.
+type letterRun struct {
+	from, to int // cands[from:to]
+	lat, cyr int // characters that can only be a Latin, a Cyrillic letter
+	letters  bool
+	script   script
+}
+
+func canBeLetter(c []rune) bool {
+	for _, r := range c {
+		if scriptOf(r) != neutral {
+			return true
+		}
+	}
+	return false
+}
+
+// split finds w's letter runs and what each one's own letters say.
+func (w *draftWord) split() {
+	w.runs = w.runs[:0]
+	for i := 0; i < len(w.cands); {
+		if !canBeLetter(w.cands[i]) {
+			i++
+			continue
+		}
+		run := letterRun{from: i}
+		for ; i < len(w.cands) && canBeLetter(w.cands[i]); i++ {
+			c := w.cands[i]
+			s := scriptOf(c[0])
+			one := s != neutral
+			for _, r := range c[1:] {
+				one = one && scriptOf(r) == s
+			}
+			switch {
+			case one && s == latin:
+				run.lat++
+			case one && s == cyrillic:
+				run.cyr++
+			}
+			if one {
+				run.letters = true
+			}
+		}
+		run.to = i
+		switch {
+		case run.lat > run.cyr:
+			run.script = latin
+		case run.cyr > run.lat:
+			run.script = cyrillic
+		}
+		w.runs = append(w.runs, run)
+	}
+}
+
+// script answers the script most of w's decided runs are in.
+func (w *draftWord) script() script {
+	n := map[script]int{}
+	for _, r := range w.runs {
+		n[r.script] += r.to - r.from
+	}
+	switch {
+	case n[latin] > n[cyrillic]:
+		return latin
+	case n[cyrillic] > n[latin]:
+		return cyrillic
+	}
+	return neutral
+}
+
+// chooseScripts decides every letter run's script: its own letters', else
+// its word's, else its line's nearest word's, else the nearest word's on
+// its screen row (a group of its own: "OK" three spaces before "Apply"),
+// else the screen's majority, else Latin.
+func chooseScripts(lines [][]*draftWord) {
+	total := map[script]int{}
+	boxes := make([]image.Rectangle, len(lines))
+	for i, l := range lines {
+		for _, w := range l {
+			w.split()
+			total[w.script()]++
+			boxes[i] = boxes[i].Union(w.box)
+		}
+	}
+	screen := latin
+	if total[cyrillic] > total[latin] {
+		screen = cyrillic
+	}
+	// onRow answers the script of the nearest decided word on line i's
+	// row, in other lines, not farther than 40 line heights.
+	onRow := func(i int) script {
+		b := boxes[i]
+		mid := (b.Min.Y + b.Max.Y) / 2
+		best, bestGap := neutral, 40*max(b.Dy(), 1)
+		for j, l := range lines {
+			o := boxes[j]
+			if j == i || mid < o.Min.Y || mid >= o.Max.Y {
+				continue
+			}
+			for _, w := range l {
+				gap := max(w.box.Min.X-b.Max.X, b.Min.X-w.box.Max.X)
+				if s := w.script(); s != neutral && gap < bestGap {
+					best, bestGap = s, gap
+				}
+			}
+		}
+		return best
+	}
+	for i, l := range lines {
+		scripts := make([]script, len(l))
+		for k, w := range l {
+			scripts[k] = w.script()
+		}
+		row := neutral
+		rowDone := false
+		for k, w := range l {
+			fallback := scripts[k]
+			for d := 1; fallback == neutral && d < len(l); d++ {
+				if k-d >= 0 && scripts[k-d] != neutral {
+					fallback = scripts[k-d]
+				} else if k+d < len(l) && scripts[k+d] != neutral {
+					fallback = scripts[k+d]
+				}
+			}
+			if fallback == neutral && w.hasUndecided() {
+				if !rowDone {
+					row, rowDone = onRow(i), true
+				}
+				fallback = row
+			}
+			if fallback == neutral {
+				fallback = screen
+			}
+			for j := range w.runs {
+				if w.runs[j].script == neutral {
+					w.runs[j].script = fallback
+				}
+			}
+		}
+	}
+}
+
+// hasUndecided reports whether a letter run of w has no script yet.
+func (w *draftWord) hasUndecided() bool {
+	for _, r := range w.runs {
+		if r.script == neutral {
+			return true
+		}
+	}
+	return false
+}
+
+// text answers w's characters, each letter run in its script: of
+// look-alikes, the one of the run's script; of a letter and a digit drawn
+// alike (З and 3), the letter in a run with letters that can only be
+// letters, else the digit. In a word tesseract read, a letter of the
+// other script becomes its look-alike, where it has one.
+func (w *draftWord) text() string {
+	var b strings.Builder
+	run := 0
+	for i, c := range w.cands {
+		for run < len(w.runs) && w.runs[run].to <= i {
+			run++
+		}
+		pick := c[0]
+		if run == len(w.runs) || i < w.runs[run].from {
+			b.WriteRune(pick) // not a letter
+			continue
+		}
+		lr := w.runs[run]
+		if len(c) > 1 {
+			var digit rune
+			found := false
+			for _, r := range c {
+				if unicode.IsDigit(r) {
+					digit = r
+				}
+				if !found && scriptOf(r) == lr.script {
+					pick, found = r, true
+				}
+			}
+			if digit != 0 && (!lr.letters || !found) {
+				pick = digit
+			}
+		}
+		if s := scriptOf(pick); !w.grid && s != neutral && s != lr.script {
+			if alt, ok := lookAlike[pick]; ok && scriptOf(alt) == lr.script {
+				pick = alt
+			}
+		}
+		b.WriteRune(pick)
+	}
+	return b.String()
+}
+
+// mixed reports whether s has letters of both scripts.
+func mixed(s string) bool {
+	var lat, cyr bool
+	for _, r := range s {
+		switch scriptOf(r) {
+		case latin:
+			lat = true
+		case cyrillic:
+			cyr = true
+		}
+	}
+	return lat && cyr
+}
+
+// wordScript answers the script most of s's letters are in (neutral: no
+// letters, or as many of each).
+func wordScript(s string) script {
+	lat, cyr := 0, 0
+	for _, r := range s {
+		switch scriptOf(r) {
+		case latin:
+			lat++
+		case cyrillic:
+			cyr++
+		}
+	}
+	switch {
+	case lat > cyr:
+		return latin
+	case cyr > lat:
+		return cyrillic
+	}
+	return neutral
+}
