@@ -24,9 +24,9 @@ import (
 // And cells it learned: where tesseract read a piece on a grid and its
 // answer has as many characters as the piece has cells, each cell is an
 // observation of what it reads as; a cell is answered once two reads
-// agreed on it, and never once two disagreed. Learning is bounded (old
-// unconfirmed observations make way for new ones) and, with a file, kept
-// across restarts.
+// agreed on it and three times as many reads as said otherwise. Learning
+// is bounded (cells not yet answered make way for new ones) and, with a
+// file, kept across restarts.
 
 // cellChars is what a known cell reads as: one character, or look-alikes
 // of two scripts that the word around it chooses between; a frame (box
@@ -36,17 +36,23 @@ type cellChars struct {
 	frame bool
 }
 
-// learnt is what reads of one cell said.
+// learnt is what reads of one cell said: the character most said, how
+// many reads said it, and how many said another (the other most said,
+// which takes over when more reads say it).
 type learnt struct {
-	char     rune
-	cw, left uint8
-	seen     uint8 // reads that agreed
-	bad      bool  // reads disagreed: never answered
+	char      rune
+	cw, left  uint8
+	seen      uint8
+	alt       rune
+	altSeen   uint8 // reads that said another character than char
+	altAgreed uint8 // of those, reads that said alt
 }
 
 // confirmations is how many reads must agree before a learned cell is
-// answered.
+// answered; and three times as many as said otherwise.
 const confirmations = 2
+
+func (l *learnt) sure() bool { return l.seen >= confirmations && int(l.seen) >= 3*int(l.altSeen) }
 
 type atlas struct {
 	known map[uint64]cellChars // the seed: read-only
@@ -113,7 +119,7 @@ func (a *atlas) lookup(k uint64) (cellChars, bool) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if l, ok := a.learned[k]; ok && l.seen >= confirmations && !l.bad {
+	if l, ok := a.learned[k]; ok && l.sure() {
 		return cellChars{chars: []rune{l.char}}, true
 	}
 	return cellChars{}, false
@@ -144,27 +150,38 @@ func (a *atlas) learn(obs []observation) {
 			a.learned[o.key] = &learnt{char: o.char, cw: uint8(o.cw), left: uint8(o.left), seen: 1}
 			continue
 		}
+		was := l.sure()
 		switch {
-		case l.bad:
-		case l.char != o.char:
-			l.bad = true
-		case l.seen < 255:
+		case l.seen == 255 || l.altSeen == 255:
+		case l.char == o.char:
 			l.seen++
-			if l.seen == confirmations {
-				a.addFace(int(l.cw), 0, 0, int(l.left))
-				a.unsaved++
+		default:
+			l.altSeen++
+			switch {
+			case l.alt == o.char:
+				l.altAgreed++
+			case l.altAgreed <= 1:
+				l.alt, l.altAgreed = o.char, 1
 			}
+			if l.altAgreed > l.seen { // the other answer is the common one
+				l.char, l.alt = l.alt, l.char
+				l.seen, l.altSeen, l.altAgreed = l.altAgreed, l.altSeen-l.altAgreed+l.seen, l.seen
+			}
+		}
+		if l.sure() && !was {
+			a.addFace(int(l.cw), 0, 0, int(l.left))
+			a.unsaved++
 		}
 	}
 }
 
-// evictLocked makes room: it drops the cells seen once (a quarter of the
-// limit at most). It answers false when every cell is confirmed or known
-// bad: then nothing new is learned.
+// evictLocked makes room: it drops the cells not yet answered (a quarter
+// of the limit at most). It answers false when every cell is answered:
+// then nothing new is learned.
 func (a *atlas) evictLocked() bool {
 	n := 0
 	for k, l := range a.learned {
-		if l.seen < confirmations && !l.bad {
+		if !l.sure() {
 			delete(a.learned, k)
 			if n++; n >= a.limit/4 {
 				break
@@ -174,41 +191,49 @@ func (a *atlas) evictLocked() bool {
 	return n > 0
 }
 
-// stats answers the seed's size and the cells learned, confirmed and
-// known bad.
-func (a *atlas) stats() (seed, learned, confirmed, bad int) {
+// stats answers the seed's size and the cells learned, confirmed
+// (answered) and disputed (reads disagreed: not answered).
+func (a *atlas) stats() (seed, learned, confirmed, disputed int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, l := range a.learned {
 		switch {
-		case l.bad:
-			bad++
-		case l.seen >= confirmations:
+		case l.sure():
 			confirmed++
+		case l.altSeen > 0:
+			disputed++
 		}
 	}
-	return len(a.known), len(a.learned), confirmed, bad
+	return len(a.known), len(a.learned), confirmed, disputed
 }
 
-// The atlas file: "poligon-atlas1\n", then a 16-byte record a cell: key
-// (8), character (4), cell width, first inked column, reads that agreed,
-// 1 if they disagreed.
-const atlasMagic = "poligon-atlas1\n"
+// The atlas file: "poligon-atlas2\n", then a 24-byte record a cell: key
+// (8), character (4), the other character (4), cell width, first inked
+// column, reads that said the character, reads that said another, reads
+// that said the other, 3 bytes zero.
+const (
+	atlasMagic  = "poligon-atlas2\n"
+	atlasRecord = 24
+)
 
 func (a *atlas) load() error {
 	b, err := os.ReadFile(a.file)
 	if err != nil {
 		return err
 	}
-	if !bytes.HasPrefix(b, []byte(atlasMagic)) || (len(b)-len(atlasMagic))%16 != 0 {
+	if !bytes.HasPrefix(b, []byte(atlasMagic)) || (len(b)-len(atlasMagic))%atlasRecord != 0 {
 		return fmt.Errorf("ocr: %s is not an atlas file (it is left alone and written anew)", a.file)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for r := b[len(atlasMagic):]; len(r) >= 16 && len(a.learned) < a.limit; r = r[16:] {
-		l := &learnt{char: rune(binary.LittleEndian.Uint32(r[8:])), cw: r[12], left: r[13], seen: r[14], bad: r[15] == 1}
+	for r := b[len(atlasMagic):]; len(r) >= atlasRecord && len(a.learned) < a.limit; r = r[atlasRecord:] {
+		l := &learnt{char: rune(binary.LittleEndian.Uint32(r[8:])), alt: rune(binary.LittleEndian.Uint32(r[12:])),
+			cw: r[16], left: r[17], seen: r[18], altSeen: r[19], altAgreed: r[20]}
+		if l.cw == 0 || l.cw > 32 || l.left >= l.cw {
+			continue
+		}
 		a.learned[binary.LittleEndian.Uint64(r)] = l
-		if l.seen >= confirmations && !l.bad && l.cw > 0 && l.left < 32 {
+		if l.sure() {
 			a.addFace(int(l.cw), 0, 0, int(l.left))
 		}
 	}
@@ -222,16 +247,14 @@ func (a *atlas) save() error {
 		return nil
 	}
 	a.mu.Lock()
-	out := make([]byte, 0, len(atlasMagic)+16*len(a.learned))
+	out := make([]byte, 0, len(atlasMagic)+atlasRecord*len(a.learned))
 	out = append(out, atlasMagic...)
 	for k, l := range a.learned {
-		var r [16]byte
+		var r [atlasRecord]byte
 		binary.LittleEndian.PutUint64(r[:], k)
 		binary.LittleEndian.PutUint32(r[8:], uint32(l.char))
-		r[12], r[13], r[14] = l.cw, l.left, l.seen
-		if l.bad {
-			r[15] = 1
-		}
+		binary.LittleEndian.PutUint32(r[12:], uint32(l.alt))
+		r[16], r[17], r[18], r[19], r[20] = l.cw, l.left, l.seen, l.altSeen, l.altAgreed
 		out = append(out, r[:]...)
 	}
 	a.unsaved = 0

@@ -33,8 +33,9 @@ type gridRead struct {
 	face         face
 	cw, x0, base int
 	cells        []gridCell
-	unknown      int // cells with ink the atlas does not know
-	inked        int // cells with ink (frames included)
+	unknown      int      // cells with ink the atlas does not know
+	inked        int      // cells with ink (frames included)
+	pending      [][2]int // the stretches of unknown cells sent to tesseract
 }
 
 // cellBox answers the frame box of cell i, over the group's rows.
@@ -181,7 +182,21 @@ func (r *gridReader) cells(g image.Rectangle, bg uint32, f face, x0, base int) (
 		}
 		gr.inked++
 		c := gridCell{key: k, left: left}
-		if cc, ok := r.atlas.lookup(k); ok {
+		cc, ok := r.atlas.lookup(k)
+		if !ok && f.asc > 0 {
+			// A text cursor on the cell: the glyph under it, or none.
+			alts, blank := r.cell.Alternatives(r.px, r.w, bg, x0+i*cw, cw, rows, base)
+			if blank {
+				gr.inked--
+				continue
+			}
+			for _, a := range alts {
+				if cc, ok = r.atlas.lookup(a); ok {
+					break
+				}
+			}
+		}
+		if ok {
 			c.known, c.chars, c.frame = true, cc.chars, cc.frame
 		} else {
 			gr.unknown++

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -102,8 +103,8 @@ type Stats struct {
 	Reads, LinesRead, LinesCached, LinesGrid int64
 	Total                                    time.Duration
 	// The atlas: the seed's cells, the cells learned, those confirmed
-	// (answered) and those reads disagreed on (never answered).
-	AtlasSeed, AtlasLearned, AtlasConfirmed, AtlasBad int
+	// (answered) and those reads disagree on (not answered).
+	AtlasSeed, AtlasLearned, AtlasConfirmed, AtlasDisputed int
 	// AtlasProblem says why the atlas file could not be read or written,
 	// if it could not.
 	AtlasProblem string
@@ -182,33 +183,59 @@ func (r *Reader) work(ready chan<- error) {
 	defer r.workers.Done()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	api, err := tess.New(r.cfg.DataDir, r.cfg.Languages)
-	if err == nil {
-		// Crops come prepared: tesseract's own retry on the inverted
-		// image would only double the work.
-		err = api.Set("tessedit_do_invert", "0")
-	}
-	if err == nil {
-		// Screen fonts are small: at the default (10 px) tesseract drops
-		// the lines of a 6x13 font as noise unless they are scaled up.
-		err = api.Set("textord_min_xheight", "4")
-	}
-	ready <- err
-	if err != nil {
-		if api != nil {
+	// The engine of the configured languages, and those of one language
+	// each, made when a word is first read again in one script.
+	engines := map[string]*tess.API{}
+	defer func() {
+		for _, api := range engines {
 			api.Close()
 		}
+	}()
+	engine := func(langs string) (*tess.API, error) {
+		if api, ok := engines[langs]; ok {
+			return api, nil
+		}
+		api, err := tess.New(r.cfg.DataDir, langs)
+		if err == nil {
+			// Crops come prepared: tesseract's own retry on the inverted
+			// image would only double the work.
+			err = api.Set("tessedit_do_invert", "0")
+		}
+		if err == nil {
+			// Screen fonts are small: at the default (10 px) tesseract
+			// drops the lines of a 6x13 font as noise unless they are
+			// scaled up.
+			err = api.Set("textord_min_xheight", "4")
+		}
+		if err != nil {
+			if api != nil {
+				api.Close()
+			}
+			return nil, err
+		}
+		engines[langs] = api
+		return api, nil
+	}
+	_, err := engine(r.cfg.Languages)
+	ready <- err
+	if err != nil {
 		return
 	}
-	defer api.Close()
 	for {
 		select {
 		case <-r.stop:
 			return
 		case j := <-r.jobs:
-			tsv, err := api.Read(j.crop.pix, j.crop.w, j.crop.h, tess.PSMLine)
+			langs, psm := r.cfg.Languages, tess.PSMLine
+			if j.langs != "" {
+				langs, psm = j.langs, tess.PSMWord
+			}
+			api, err := engine(langs)
 			if err == nil {
-				j.words = parseTSV(tsv)
+				var tsv string
+				if tsv, err = api.Read(j.crop.pix, j.crop.w, j.crop.h, psm); err == nil {
+					j.words = parseTSV(tsv)
+				}
 			}
 			j.err = err
 			j.done <- j
@@ -240,7 +267,7 @@ func (r *Reader) forget() {
 // Stats answers the counters.
 func (r *Reader) Stats() Stats {
 	s := Stats{Reads: r.reads.Load(), LinesRead: r.linesRead.Load(), LinesCached: r.linesCached.Load(), LinesGrid: r.linesGrid.Load(), Total: time.Duration(r.nanos.Load())}
-	s.AtlasSeed, s.AtlasLearned, s.AtlasConfirmed, s.AtlasBad = r.atlas.stats()
+	s.AtlasSeed, s.AtlasLearned, s.AtlasConfirmed, s.AtlasDisputed = r.atlas.stats()
 	if err := r.atlas.loadErr; err != nil {
 		s.AtlasProblem = err.Error()
 	}
@@ -254,6 +281,7 @@ func (r *Reader) Stats() Stats {
 type job struct {
 	crop  prepared
 	key   uint64
+	langs string // "": the configured languages, a line; else one word in these
 	words []word
 	err   error
 	done  chan *job
@@ -302,6 +330,7 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 		stretch int // of a group on a grid: which stretch of unknown cells
 		box     image.Rectangle
 		words   []Word
+		fresh   bool // read now, not remembered: an observation for the atlas
 	}
 	pieces := make([]piece, 0, len(gs))
 	fresh := 0
@@ -312,7 +341,8 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 		if gr := partial[i]; gr != nil {
 			// On a grid, only the stretches of cells the atlas does not
 			// know go to tesseract.
-			for k, st := range gr.stretches() {
+			gr.pending = gr.stretches()
+			for k, st := range gr.pending {
 				box := gr.stretchBox(st)
 				pieces = append(pieces, piece{group: i, stretch: k, box: box})
 				if _, ok := r.cache.peek(cropKey(img, box)); !ok {
@@ -350,7 +380,13 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 			continue
 		}
 		if _, ok := same[key]; !ok {
-			todo = append(todo, &job{crop: prepare(px, w, h, pc.box, scaleFor(gs[pc.group].Dy())), key: key})
+			scale := scaleFor(gs[pc.group].Dy())
+			if pc.stretch >= 0 {
+				// A few cells the atlas does not know, one by one:
+				// small, and read best large.
+				scale = max(scale, stretchScale)
+			}
+			todo = append(todo, &job{crop: prepare(px, w, h, pc.box, scale), key: key})
 		}
 		same[key] = append(same[key], i)
 	}
@@ -360,8 +396,9 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 	for _, j := range todo {
 		rel := j.crop.toFrame(j.words)
 		r.cache.put(j.key, rel)
-		for _, i := range same[j.key] {
+		for n, i := range same[j.key] {
 			pieces[i].words = place(rel, pieces[i].box.Min)
+			pieces[i].fresh = n == 0 // equal pieces are one read
 		}
 		page.Read++
 	}
@@ -376,7 +413,16 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 			stretched[pc.group] = map[int][]Word{}
 		}
 		stretched[pc.group][pc.stretch] = pc.words
-		r.learnFrom(*partial[pc.group], partial[pc.group].stretches()[pc.stretch], pc.words)
+		if pc.fresh {
+			r.learnFrom(*partial[pc.group], partial[pc.group].pending[pc.stretch], pc.words)
+		}
+	}
+	// What the reads taught may answer their cells now, better than any
+	// one read (a cell two reads agreed on, where a third misread it).
+	for _, gr := range partial {
+		if gr != nil {
+			gr.lookupAgain(r.atlas)
+		}
 	}
 
 	// Every word's script, then the lines.
@@ -411,8 +457,12 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 		drafts = append(drafts, draftLine{group: i, box: g, words: ws})
 	}
 	words := make([][]*draftWord, len(drafts))
+	boxes := make([]image.Rectangle, len(drafts))
 	for i, d := range drafts {
-		words[i] = d.words
+		words[i], boxes[i] = d.words, d.box
+	}
+	if err := r.reread(ctx, words, boxes, img, px, w, h, &page); err != nil {
+		return Page{}, err
 	}
 	chooseScripts(words)
 	for _, d := range drafts {
@@ -439,6 +489,80 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 	return page, nil
 }
 
+// reread reads again, in one script, the words tesseract answered in the
+// other script than their line's, or in both (suspects, script.go), and
+// keeps the answer it is surer of. lines are the words of each line and
+// boxes the groups they stand in.
+func (r *Reader) reread(ctx context.Context, lines [][]*draftWord, boxes []image.Rectangle, img *image.RGBA, px []uint32, w, h int, page *Page) error {
+	langs := scriptLanguages(r.cfg.Languages)
+	if langs == nil {
+		return nil
+	}
+	type again struct {
+		word *draftWord
+		jobs []*job
+	}
+	var todo []again
+	var jobs []*job
+	cached := map[*job][]Word{}
+	for i, sus := range suspects(lines, boxes) {
+		for k, s := range sus {
+			if s == neutral {
+				continue
+			}
+			wd := lines[i][k]
+			g := boxes[i]
+			box := image.Rect(wd.box.Min.X-2, g.Min.Y, wd.box.Max.X+2, g.Max.Y).Intersect(image.Rect(0, 0, w, h))
+			a := again{word: wd}
+			for _, t := range []script{latin, cyrillic} {
+				if s != t && s != both {
+					continue
+				}
+				key := cropKey(img, box) ^ xxhash.Sum64String(langs[t])
+				j := &job{crop: prepare(px, w, h, box, max(2, scaleFor(g.Dy()))), key: key, langs: langs[t]}
+				a.jobs = append(a.jobs, j)
+				if ws, ok := r.cache.get(key); ok {
+					cached[j] = place(ws, box.Min)
+					continue
+				}
+				jobs = append(jobs, j)
+			}
+			todo = append(todo, a)
+		}
+	}
+	if err := r.recognise(ctx, jobs); err != nil {
+		return err
+	}
+	for _, a := range todo {
+		best, conf := "", a.word.conf
+		for _, j := range a.jobs {
+			ws, ok := cached[j]
+			if !ok {
+				rel := j.crop.toFrame(j.words)
+				r.cache.put(j.key, rel)
+				ws = place(rel, j.crop.origin)
+				page.Read++
+			}
+			if len(ws) != 1 {
+				continue
+			}
+			if s, mixedScripts := strongScript(ws[0].Text); !mixedScripts && s != languageScripts[j.langs] && s != neutral {
+				continue
+			}
+			if ws[0].Conf > conf {
+				best, conf = ws[0].Text, ws[0].Conf
+			}
+		}
+		if best != "" {
+			a.word.cands, a.word.conf = nil, conf
+			for _, c := range best {
+				a.word.cands = append(a.word.cands, []rune{c})
+			}
+		}
+	}
+	return nil
+}
+
 // segments answers the words of a group read on a grid, as lines: two
 // blank cells or more (or frame cells: box drawing is not text) part
 // lines, one parts words. The words of the stretches of cells the atlas
@@ -450,12 +574,14 @@ func (g gridRead) segments(read map[int][]Word) [][]*draftWord {
 	var line []*draftWord
 	var cur *draftWord
 	gap := 0
-	stretches := g.stretches()
 	next := 0 // the next stretch
 	for i := 0; i < len(g.cells); i++ {
 		c := g.cells[i]
-		if next < len(stretches) && i == stretches[next][0] {
-			st := stretches[next]
+		for next < len(g.pending) && g.known(g.pending[next]) {
+			next++ // the atlas knows it now
+		}
+		if next < len(g.pending) && i == g.pending[next][0] {
+			st := g.pending[next]
 			ws := read[next]
 			next++
 			i = st[1] - 1
@@ -469,13 +595,7 @@ func (g gridRead) segments(read map[int][]Word) [][]*draftWord {
 				line = nil
 			}
 			gap = 0
-			for _, wd := range ws {
-				dw := &draftWord{box: wd.Box, conf: wd.Conf}
-				for _, r := range wd.Text {
-					dw.cands = append(dw.cands, []rune{r})
-				}
-				line = append(line, dw)
-			}
+			line = append(line, g.stretchWords(st, ws)...)
 			continue
 		}
 		if c.chars == nil || c.frame {
@@ -501,12 +621,82 @@ func (g gridRead) segments(read map[int][]Word) [][]*draftWord {
 	return out
 }
 
+// stretchWords answers tesseract's words for stretch st; where they fall
+// one character to a cell, word by word, the cells the atlas knows keep
+// its characters (tesseract's "af" for a known "d" and an unknown "f"
+// reads "df").
+func (g gridRead) stretchWords(st [2]int, ws []Word) []*draftWord {
+	runs := g.runs(st)
+	fits := len(runs) == len(ws)
+	for k := 0; fits && k < len(ws); k++ {
+		fits = utf8.RuneCountInString(ws[k].Text) == runs[k][1]-runs[k][0]
+	}
+	var out []*draftWord
+	for k, wd := range ws {
+		dw := &draftWord{box: wd.Box, conf: wd.Conf}
+		for i, r := range []rune(wd.Text) {
+			c := []rune{r}
+			if fits {
+				if cell := g.cells[runs[k][0]+i]; cell.known {
+					c = cell.chars
+				}
+			}
+			dw.cands = append(dw.cands, c)
+		}
+		if fits {
+			dw.box = image.Rect(g.x0+runs[k][0]*g.cw, g.box.Min.Y, g.x0+runs[k][1]*g.cw, g.box.Max.Y)
+		}
+		out = append(out, dw)
+	}
+	return out
+}
+
+// runs answers the runs [from, to) of inked cells in stretch st: its
+// words.
+func (g gridRead) runs(st [2]int) [][2]int {
+	var out [][2]int
+	for i := st[0]; i < st[1]; {
+		if g.cells[i].key == 0 { // blank
+			i++
+			continue
+		}
+		j := i
+		for j < st[1] && g.cells[j].key != 0 {
+			j++
+		}
+		out = append(out, [2]int{i, j})
+		i = j
+	}
+	return out
+}
+
 func joinWords(ws []Word) string {
 	var b strings.Builder
 	for _, w := range ws {
 		b.WriteString(w.Text)
 	}
 	return b.String()
+}
+
+// known reports whether the atlas knows every inked cell of stretch st.
+func (g gridRead) known(st [2]int) bool {
+	for _, c := range g.cells[st[0]:st[1]] {
+		if c.key != 0 && !c.known {
+			return false
+		}
+	}
+	return true
+}
+
+// lookupAgain looks up the cells of g the atlas did not know.
+func (g *gridRead) lookupAgain(a *atlas) {
+	for i, c := range g.cells {
+		if c.key != 0 && !c.known {
+			if cc, ok := a.lookup(c.key); ok {
+				g.cells[i].known, g.cells[i].chars, g.cells[i].frame = true, cc.chars, cc.frame
+			}
+		}
+	}
 }
 
 // stretches answers the stretches [from, to) of g's cells that hold the
@@ -547,21 +737,7 @@ func (g gridRead) stretchBox(st [2]int) image.Rectangle {
 // one to a cell with ink, word by word, and agree with every cell the
 // atlas already knows.
 func (r *Reader) learnFrom(g gridRead, st [2]int, words []Word) {
-	// The runs of inked cells are the words.
-	type run struct{ from, to int }
-	var runs []run
-	for i := st[0]; i < st[1]; {
-		if g.cells[i].key == 0 { // blank
-			i++
-			continue
-		}
-		j := i
-		for j < st[1] && g.cells[j].key != 0 {
-			j++
-		}
-		runs = append(runs, run{i, j})
-		i = j
-	}
+	runs := g.runs(st) // the runs of inked cells are the words
 	if len(runs) != len(words) {
 		return
 	}
@@ -569,11 +745,11 @@ func (r *Reader) learnFrom(g gridRead, st [2]int, words []Word) {
 	for k, wd := range words {
 		chars := []rune(wd.Text)
 		rn := runs[k]
-		if len(chars) != rn.to-rn.from || wd.Conf < learnConf {
+		if len(chars) != rn[1]-rn[0] || wd.Conf < learnConf {
 			return
 		}
 		for i, c := range chars {
-			cell := g.cells[rn.from+i]
+			cell := g.cells[rn[0]+i]
 			if cell.known {
 				if !slices.Contains(cell.chars, c) {
 					return // tesseract misread a cell the atlas knows: trust none of this read
@@ -589,6 +765,9 @@ func (r *Reader) learnFrom(g gridRead, st [2]int, words []Word) {
 // learnConf is the least tesseract word confidence a read teaches the
 // atlas with.
 const learnConf = 80
+
+// stretchScale is the least scale of a stretch's crop.
+const stretchScale = 3
 
 // recognise reads the jobs on the workers, the largest first so that the
 // workers finish together.

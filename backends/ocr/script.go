@@ -31,6 +31,7 @@ const (
 	neutral script = iota // digits, punctuation, anything else
 	latin
 	cyrillic
+	both // a word to read again in each script
 )
 
 func scriptOf(r rune) script {
@@ -48,16 +49,25 @@ func scriptOf(r rune) script {
 	return neutral
 }
 
+// Letters of one script drawn like one of the other in most fonts, both
+// ways: the look-alikes.
+var visualPairs = []string{
+	"AА", "BВ", "CС", "EЕ", "HН", "KК", "MМ", "OО", "PР", "TТ", "XХ", "YУ",
+	"aа", "cс", "eе", "oо", "pр", "xх", "yу", "ëё", "ËЁ",
+}
+
 // lookAlike maps each letter with a look-alike in the other script to it,
-// both ways.
-var lookAlike = func() map[rune]rune {
-	pairs := []string{
-		"AА", "BВ", "CС", "EЕ", "HН", "KК", "MМ", "OО", "PР", "TТ", "XХ", "YУ",
-		"aа", "cс", "eе", "oо", "pр", "xх", "yу", "ëё", "ËЁ",
-		// tesseract's Russian model reads Latin capitals and small caps as
-		// these ("BusyBox" as "ВизуВох", "OK" as "ок").
-		"kк", "mм", "nп", "uи", "rг", "hн", "bь", "tт", "Nи",
-	}
+// and the letters tesseract's models confuse across the scripts (the
+// Russian model reads Latin small caps and capitals as these: "BusyBox"
+// as "ВизуВох", "OK" as "ок"), for folding a stray letter into its word's
+// script.
+var lookAlike = pairMap(append(visualPairs, "kк", "mм", "nп", "uи", "rг", "hн", "bь", "tт", "Nи"))
+
+// visual holds the letters with a look-alike: a word made of these alone
+// says nothing of its script.
+var visual = pairMap(visualPairs)
+
+func pairMap(pairs []string) map[rune]rune {
 	m := map[rune]rune{}
 	for _, p := range pairs {
 		r := []rune(p)
@@ -69,7 +79,7 @@ var lookAlike = func() map[rune]rune {
 		}
 	}
 	return m
-}()
+}
 
 // draftWord is a word before its script is chosen: for each character,
 // what it may be (several where the atlas knows look-alikes).
@@ -114,6 +124,12 @@ func (w *draftWord) split() {
 			one := s != neutral
 			for _, r := range c[1:] {
 				one = one && scriptOf(r) == s
+			}
+			if _, alike := visual[c[0]]; !w.grid && alike {
+				// tesseract's letter, which has a look-alike: either
+				// script's model may have answered it (the atlas's
+				// look-alikes come as two candidates instead).
+				one = false
 			}
 			switch {
 			case one && s == latin:
@@ -309,4 +325,116 @@ func wordScript(s string) script {
 		return cyrillic
 	}
 	return neutral
+}
+
+// strongScript answers the script of text's letters that have no
+// look-alike (neutral: none, or some of each: mixed reports that).
+func strongScript(text string) (s script, mixedScripts bool) {
+	lat, cyr := 0, 0
+	for _, r := range text {
+		if _, alike := visual[r]; alike {
+			continue
+		}
+		switch scriptOf(r) {
+		case latin:
+			lat++
+		case cyrillic:
+			cyr++
+		}
+	}
+	switch {
+	case lat > 0 && cyr > 0:
+		return neutral, true
+	case lat > 0:
+		return latin, false
+	case cyr > 0:
+		return cyrillic, false
+	}
+	return neutral, false
+}
+
+// suspects answers, for the words tesseract read on each line, which to
+// read again and in which script (neutral: none): a word of letters of
+// both scripts (in its line's script, else in each), and a word whose
+// script is not that of most of its line's words (two words at least, two
+// thirds of them) and the only one of its own, where a row's other lines
+// count as its line.
+func suspects(lines [][]*draftWord, boxes []image.Rectangle) [][]script {
+	out := make([][]script, len(lines))
+	for i, l := range lines {
+		out[i] = make([]script, len(l))
+		count := map[script]int{}
+		tally := func(ws []*draftWord) {
+			for _, w := range ws {
+				if s, mixedScripts := strongScript(w.plain()); !mixedScripts && s != neutral {
+					count[s]++
+				}
+			}
+		}
+		tally(l)
+		b := boxes[i]
+		mid := (b.Min.Y + b.Max.Y) / 2
+		for j, o := range lines {
+			if ob := boxes[j]; j != i && mid >= ob.Min.Y && mid < ob.Max.Y && max(ob.Min.X-b.Max.X, b.Min.X-ob.Max.X) < 40*max(b.Dy(), 1) {
+				tally(o)
+			}
+		}
+		major := neutral
+		for _, s := range []script{latin, cyrillic} {
+			if count[s] >= 2 && 3*count[s] >= 2*(count[latin]+count[cyrillic]) {
+				major = s
+			}
+		}
+		for k, w := range l {
+			if w.grid {
+				continue
+			}
+			s, mixedScripts := strongScript(w.plain())
+			switch {
+			case mixedScripts && major != neutral:
+				out[i][k] = major
+			case mixedScripts:
+				out[i][k] = both
+			case s != neutral && major != neutral && s != major && count[s] <= 1:
+				out[i][k] = major
+			}
+		}
+	}
+	return out
+}
+
+// plain answers w's first candidates, as tesseract read them.
+func (w *draftWord) plain() string {
+	var b strings.Builder
+	for _, c := range w.cands {
+		b.WriteRune(c[0])
+	}
+	return b.String()
+}
+
+// languageScripts maps the tesseract languages poligon knows the script of
+// to it.
+var languageScripts = map[string]script{
+	"eng": latin, "deu": latin, "fra": latin, "spa": latin, "ita": latin, "por": latin, "nld": latin,
+	"pol": latin, "ces": latin, "slk": latin, "swe": latin, "nor": latin, "dan": latin, "fin": latin,
+	"hun": latin, "ron": latin, "tur": latin, "lav": latin, "lit": latin, "est": latin, "hrv": latin,
+	"rus": cyrillic, "ukr": cyrillic, "bel": cyrillic, "bul": cyrillic, "srp": cyrillic, "mkd": cyrillic, "kaz": cyrillic,
+}
+
+// scriptLanguages answers, for langs ("rus+eng"), the first language of
+// each script, when it has both Latin and Cyrillic ones (else there is no
+// script to choose: nil).
+func scriptLanguages(langs string) map[script]string {
+	out := map[script]string{}
+	for _, l := range strings.Split(langs, "+") {
+		if s, ok := languageScripts[l]; ok {
+			if _, have := out[s]; !have {
+				out[s] = l
+			}
+		}
+	}
+	if out[latin] == "" || out[cyrillic] == "" {
+		return nil
+	}
+	return out
 }

@@ -98,6 +98,82 @@ func (c *Cell) Glyph(px []uint32, w int, bg uint32, x0, cw int, rows image.Recta
 	return Glyph{CW: cw, Top: top - baseline, H: h, Left: left, Levels: append([]byte(nil), levels...)}, true
 }
 
+// Alternatives answers other keys a cell the atlas does not know may
+// have, where a text cursor covers it: without an underline cursor (one
+// to three full-width inked rows at the bottom of rows, the face's cell),
+// and inverted (a block cursor over a glyph: the cell mostly ink, the
+// glyph in the background's colour). blank reports an underline cursor
+// over an empty cell.
+func (c *Cell) Alternatives(px []uint32, w int, bg uint32, x0, cw int, rows image.Rectangle, baseline int) (keys []uint64, blank bool) {
+	levels, top, h, _ := c.levelsOf(px, w, bg, x0, cw, rows)
+	if levels == nil {
+		return nil, false
+	}
+	full := func(r []byte) bool {
+		for _, l := range r {
+			if l < 2 {
+				return false
+			}
+		}
+		return true
+	}
+	// An underline: full rows at the bottom of the cell.
+	if bottom := top + h; bottom > rows.Max.Y-3 {
+		n := 0
+		for n < 3 && n < h && full(levels[(h-1-n)*cw:(h-n)*cw]) {
+			n++
+		}
+		if n > 0 && bottom-n >= rows.Max.Y-4 {
+			above := levels[:(h-n)*cw]
+			end := len(above)
+			for end > 0 && above[end-1] == 0 {
+				end--
+			}
+			if end == 0 {
+				return nil, true
+			}
+			first := 0
+			for above[first] == 0 {
+				first++
+			}
+			t0, t1 := first/cw, (end+cw-1)/cw
+			keys = append(keys, key(cw, top+t0-baseline, t1-t0, append([]byte(nil), above[t0*cw:t1*cw]...)))
+		}
+	}
+	// A block: most of the cell inked; the glyph is what is not.
+	inked := 0
+	for _, l := range levels {
+		if l >= 2 {
+			inked++
+		}
+	}
+	if 5*inked >= 3*cw*rows.Dy() {
+		inv := make([]byte, cw*rows.Dy())
+		// Over the whole cell: rows the levels do not cover are
+		// background, full ink once inverted... but outside the block
+		// they are background both ways; the block is the inked rows.
+		for i := range inv {
+			r := i / cw
+			if r >= top-rows.Min.Y && r < top-rows.Min.Y+h {
+				inv[i] = 3 - levels[(r-(top-rows.Min.Y))*cw+i%cw]
+			}
+		}
+		t0, t1 := -1, 0
+		for i, l := range inv {
+			if l > 0 {
+				if t0 < 0 {
+					t0 = i / cw
+				}
+				t1 = i/cw + 1
+			}
+		}
+		if t0 >= 0 {
+			keys = append(keys, key(cw, rows.Min.Y+t0-baseline, t1-t0, inv[t0*cw:t1*cw]))
+		}
+	}
+	return keys, false
+}
+
 // levelsOf answers the cell's levels over its inked rows (nil: blank),
 // the first inked row (a frame row), their count and the first inked
 // column.

@@ -28,6 +28,11 @@ type Sheet struct {
 	PerRow int
 	Chars  []rune
 	Frame  map[rune]bool
+	// Narrow names a face of the same glyphs one column narrower: VGA
+	// text mode draws 8-pixel glyphs in 9-pixel cells (the ninth column
+	// blank, or the eighth again for line drawing), framebuffer consoles
+	// draw the VGA font in 8-pixel cells.
+	Narrow string
 }
 
 // ReadSheet reads a sheet's description (NAME.txt) and picture (NAME.png)
@@ -71,6 +76,8 @@ func readSheetText(path string) (Sheet, error) {
 			for _, r := range v {
 				s.Frame[r] = true
 			}
+		case "narrow":
+			s.Narrow = v
 		}
 		if err != nil {
 			return Sheet{}, fmt.Errorf("%s: %w", path, err)
@@ -192,7 +199,23 @@ func (s Sheet) glyphs(img image.Image) ([]Glyph, []string, error) {
 		g.Asc, g.Desc = base, ch-base
 		out = append(out, g)
 	}
+	if s.Narrow != "" {
+		for _, g := range out[:len(out):len(out)] {
+			out = append(out, narrow(g, s.Narrow))
+		}
+	}
 	return out, notes, nil
+}
+
+// narrow answers g less its last column, as face.
+func narrow(g Glyph, face string) Glyph {
+	n := g
+	n.Face, n.CW = face, g.CW-1
+	n.Levels = make([]byte, 0, n.CW*g.H)
+	for y := 0; y < g.H; y++ {
+		n.Levels = append(n.Levels, g.Levels[y*g.CW:y*g.CW+n.CW]...)
+	}
+	return n
 }
 
 // Merge joins glyphs of one key: characters of two scripts that look the
