@@ -29,6 +29,9 @@ const (
 
 // similar compares two packed RGB colours within colourTol per channel.
 func similar(a, b uint32) bool {
+	if a == b {
+		return true // the common case, cheap
+	}
 	d := func(x, y uint32) uint32 {
 		if x > y {
 			return x - y
@@ -411,15 +414,15 @@ func (s byMinX) Swap(i, j int) {
 // unite answers the bounding box of each set of n parts, the set of part i
 // named by root(i), and the parts of each.
 func unite(n int, root func(int) int, box func(int) image.Rectangle) ([]image.Rectangle, [][]int) {
-	index := map[int]int{}
+	index := make([]int32, n) // root -> its set's number + 1
 	var out []image.Rectangle
 	var members [][]int
 	for i := 0; i < n; i++ {
 		r := root(i)
-		k, ok := index[r]
-		if !ok {
+		k := int(index[r]) - 1
+		if k < 0 {
 			k = len(out)
-			index[r] = k
+			index[r] = int32(k + 1)
 			out = append(out, box(i))
 			members = append(members, nil)
 		}

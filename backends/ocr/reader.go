@@ -123,6 +123,7 @@ type Reader struct {
 
 	cache   *lineCache
 	atlas   *atlas
+	frames  frames
 	saveErr atomic.Pointer[error]
 
 	reads, linesRead, linesCached, linesGrid, nanos atomic.Int64
@@ -262,6 +263,7 @@ func (r *Reader) Close() {
 func (r *Reader) forget() {
 	r.cache = newLineCache(r.cfg.CacheLines)
 	r.atlas = newAtlas("", r.cfg.AtlasCells)
+	r.frames = frames{}
 }
 
 // Stats answers the counters.
@@ -300,11 +302,81 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 	if b.Min != (image.Point{}) {
 		return Page{}, fmt.Errorf("ocr: the frame must start at 0,0 (got %v)", b)
 	}
-	w, h := b.Dx(), b.Dy()
-	px := rgb(img)
-	ink := inkMask(px, w, h)
-	gs := groups(px, w, h, blobs(ink, w, h))
+	page := Page{}
+	// A frame like one read before is laid out again only where it
+	// differs (frames.go); the rest keeps what was read.
+	m, fresh := r.frames.take(img)
+	var kept []groupResult
+	var gs []image.Rectangle
+	if fresh {
+		gs = m.layout(img)
+	} else {
+		kept, gs = m.relayout(img)
+		page.Cached += len(kept)
+	}
+	read, err := r.readGroups(ctx, img, m.px, m.ink, gs, &page)
+	if err != nil {
+		return Page{}, err // the memo is dropped: it holds this frame's pixels, not its reading
+	}
+	m.results = sortResults(append(kept, read...))
+	r.frames.give(m)
 
+	// Every word's script, then the lines.
+	var words [][]*draftWord
+	for _, g := range m.results {
+		words = append(words, g.lines...)
+	}
+	chooseScripts(words)
+	for _, g := range m.results {
+		for _, dl := range g.lines {
+			var ws []Word
+			for _, dw := range dl {
+				ws = append(ws, Word{Box: dw.box, Text: dw.text(), Conf: dw.conf})
+			}
+			l, ok := line(ws, dl != nil && dl[0].grid)
+			if !ok {
+				continue
+			}
+			l.Selected = g.selected
+			page.Lines = append(page.Lines, l)
+		}
+	}
+	if err := r.atlas.saveSoon(); err != nil && r.saveErr.Load() == nil {
+		r.saveErr.Store(&err)
+	}
+	page.Took = time.Since(start)
+	r.reads.Add(1)
+	r.linesRead.Add(int64(page.Read))
+	r.linesCached.Add(int64(page.Cached))
+	r.linesGrid.Add(int64(page.Grid))
+	r.nanos.Add(int64(page.Took))
+	return page, nil
+}
+
+// groupResult is what a group of text read as: its lines (words before
+// their script is chosen) and whether it stands on a highlight bar.
+type groupResult struct {
+	box      image.Rectangle
+	lines    [][]*draftWord
+	selected bool
+}
+
+// sortResults orders groups as the layout does: top to bottom, left to
+// right.
+func sortResults(rs []groupResult) []groupResult {
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].box.Min.Y != rs[j].box.Min.Y {
+			return rs[i].box.Min.Y < rs[j].box.Min.Y
+		}
+		return rs[i].box.Min.X < rs[j].box.Min.X
+	})
+	return rs
+}
+
+// readGroups reads groups gs of the frame img (px its colours, ink its ink
+// mask).
+func (r *Reader) readGroups(ctx context.Context, img *image.RGBA, px []uint32, ink []bool, gs []image.Rectangle, page *Page) ([]groupResult, error) {
+	w, h := img.Bounds().Dx(), img.Bounds().Dy()
 	// Groups on a character grid whose every cell the atlas knows are
 	// read from it; the rest go to tesseract. Where a grid fits a group
 	// but some of its cells are new, tesseract's answer may teach them.
@@ -329,11 +401,19 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 		group   int
 		stretch int // of a group on a grid: which stretch of unknown cells
 		box     image.Rectangle
+		key     uint64
 		words   []Word
 		fresh   bool // read now, not remembered: an observation for the atlas
 	}
 	pieces := make([]piece, 0, len(gs))
 	fresh := 0
+	add := func(pc piece) {
+		pc.key = cropKey(img, pc.box)
+		if _, ok := r.cache.peek(pc.key); !ok {
+			fresh++
+		}
+		pieces = append(pieces, pc)
+	}
 	for i, g := range gs {
 		if gridded[i] != nil {
 			continue
@@ -343,55 +423,46 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 			// know go to tesseract.
 			gr.pending = gr.stretches()
 			for k, st := range gr.pending {
-				box := gr.stretchBox(st)
-				pieces = append(pieces, piece{group: i, stretch: k, box: box})
-				if _, ok := r.cache.peek(cropKey(img, box)); !ok {
-					fresh++
-				}
+				add(piece{group: i, stretch: k, box: gr.stretchBox(st)})
 			}
 			continue
 		}
-		pieces = append(pieces, piece{group: i, stretch: -1, box: g})
-		if _, ok := r.cache.peek(cropKey(img, g)); !ok {
-			fresh++
-		}
+		add(piece{group: i, stretch: -1, box: g})
 	}
 	if fresh < 2*r.cfg.Workers {
 		var cut []piece
 		for _, pc := range pieces {
-			if _, ok := r.cache.peek(cropKey(img, pc.box)); ok || pc.stretch >= 0 {
+			if _, ok := r.cache.peek(pc.key); ok || pc.stretch >= 0 {
 				cut = append(cut, pc) // a grid's stretch stays whole: it learns from it
 				continue
 			}
 			for _, box := range halves(px, w, h, pc.box) {
-				cut = append(cut, piece{group: pc.group, stretch: -1, box: box})
+				cut = append(cut, piece{group: pc.group, stretch: -1, box: box, key: cropKey(img, box)})
 			}
 		}
 		pieces = cut
 	}
 	var todo []*job
 	same := map[uint64][]int{} // pieces of equal pixels are read once
-	page := Page{}
 	for i, pc := range pieces {
-		key := cropKey(img, pc.box)
-		if ws, ok := r.cache.get(key); ok {
+		if ws, ok := r.cache.get(pc.key); ok {
 			pieces[i].words = place(ws, pc.box.Min)
 			page.Cached++
 			continue
 		}
-		if _, ok := same[key]; !ok {
+		if _, ok := same[pc.key]; !ok {
 			scale := scaleFor(gs[pc.group].Dy())
 			if pc.stretch >= 0 {
 				// A few cells the atlas does not know, one by one:
 				// small, and read best large.
 				scale = max(scale, stretchScale)
 			}
-			todo = append(todo, &job{crop: prepare(px, w, h, pc.box, scale), key: key})
+			todo = append(todo, &job{crop: prepare(px, w, h, pc.box, scale), key: pc.key})
 		}
-		same[key] = append(same[key], i)
+		same[pc.key] = append(same[pc.key], i)
 	}
 	if err := r.recognise(ctx, todo); err != nil {
-		return Page{}, err
+		return nil, err
 	}
 	for _, j := range todo {
 		rel := j.crop.toFrame(j.words)
@@ -425,78 +496,48 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 		}
 	}
 
-	// Every word's script, then the lines.
-	type draftLine struct {
-		group int
-		box   image.Rectangle
-		words []*draftWord
-	}
-	var drafts []draftLine
+	out := make([]groupResult, len(gs))
 	for i, g := range gs {
-		if gr := gridded[i]; gr != nil {
-			for _, seg := range gr.segments(nil) {
-				drafts = append(drafts, draftLine{group: i, box: g, words: seg})
-			}
+		out[i] = groupResult{box: g, selected: onBar(px, w, h, g)}
+		switch gr := gridded[i]; {
+		case gr != nil:
+			out[i].lines = gr.segments(nil)
 			page.Grid++
-			continue
-		}
-		if gr := partial[i]; gr != nil {
-			for _, seg := range gr.segments(stretched[i]) {
-				drafts = append(drafts, draftLine{group: i, box: g, words: seg})
+		case partial[i] != nil:
+			out[i].lines = partial[i].segments(stretched[i])
+		default:
+			var ws []*draftWord
+			for _, wd := range results[i] {
+				dw := &draftWord{box: wd.Box, conf: wd.Conf}
+				for _, c := range wd.Text {
+					dw.cands = append(dw.cands, []rune{c})
+				}
+				ws = append(ws, dw)
 			}
-			continue
+			out[i].lines = [][]*draftWord{ws}
 		}
-		var ws []*draftWord
-		for _, wd := range results[i] {
-			dw := &draftWord{box: wd.Box, conf: wd.Conf}
-			for _, c := range wd.Text {
-				dw.cands = append(dw.cands, []rune{c})
-			}
-			ws = append(ws, dw)
-		}
-		drafts = append(drafts, draftLine{group: i, box: g, words: ws})
 	}
-	words := make([][]*draftWord, len(drafts))
-	boxes := make([]image.Rectangle, len(drafts))
-	for i, d := range drafts {
-		words[i], boxes[i] = d.words, d.box
+	if err := r.reread(ctx, out, img, px, page); err != nil {
+		return nil, err
 	}
-	if err := r.reread(ctx, words, boxes, img, px, w, h, &page); err != nil {
-		return Page{}, err
-	}
-	chooseScripts(words)
-	for _, d := range drafts {
-		var ws []Word
-		for _, dw := range d.words {
-			ws = append(ws, Word{Box: dw.box, Text: dw.text(), Conf: dw.conf})
-		}
-		l, ok := line(ws, d.words != nil && d.words[0].grid)
-		if !ok {
-			continue
-		}
-		l.Selected = onBar(px, w, h, d.box)
-		page.Lines = append(page.Lines, l)
-	}
-	if err := r.atlas.saveSoon(); err != nil && r.saveErr.Load() == nil {
-		r.saveErr.Store(&err)
-	}
-	page.Took = time.Since(start)
-	r.reads.Add(1)
-	r.linesRead.Add(int64(page.Read))
-	r.linesCached.Add(int64(page.Cached))
-	r.linesGrid.Add(int64(page.Grid))
-	r.nanos.Add(int64(page.Took))
-	return page, nil
+	return out, nil
 }
 
 // reread reads again, in one script, the words tesseract answered in the
 // other script than their line's, or in both (suspects, script.go), and
-// keeps the answer it is surer of. lines are the words of each line and
-// boxes the groups they stand in.
-func (r *Reader) reread(ctx context.Context, lines [][]*draftWord, boxes []image.Rectangle, img *image.RGBA, px []uint32, w, h int, page *Page) error {
+// keeps the answer it is surer of.
+func (r *Reader) reread(ctx context.Context, groups []groupResult, img *image.RGBA, px []uint32, page *Page) error {
 	langs := scriptLanguages(r.cfg.Languages)
 	if langs == nil {
 		return nil
+	}
+	w, h := img.Bounds().Dx(), img.Bounds().Dy()
+	var lines [][]*draftWord
+	var boxes []image.Rectangle
+	for _, g := range groups {
+		for _, l := range g.lines {
+			lines, boxes = append(lines, l), append(boxes, g.box)
+		}
 	}
 	type again struct {
 		word *draftWord
@@ -519,12 +560,13 @@ func (r *Reader) reread(ctx context.Context, lines [][]*draftWord, boxes []image
 					continue
 				}
 				key := cropKey(img, box) ^ xxhash.Sum64String(langs[t])
-				j := &job{crop: prepare(px, w, h, box, max(2, scaleFor(g.Dy()))), key: key, langs: langs[t]}
+				j := &job{key: key, langs: langs[t]}
 				a.jobs = append(a.jobs, j)
 				if ws, ok := r.cache.get(key); ok {
 					cached[j] = place(ws, box.Min)
 					continue
 				}
+				j.crop = prepare(px, w, h, box, max(2, scaleFor(g.Dy())))
 				jobs = append(jobs, j)
 			}
 			todo = append(todo, a)

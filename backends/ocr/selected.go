@@ -26,14 +26,16 @@ func onBar(px []uint32, w, h int, g image.Rectangle) bool {
 	// The bar's extent: rows mostly of its colour, up and down from the
 	// text; beyond it, rows of another colour (a clean edge: little of the
 	// bar's colour).
-	share := func(y int) int { // percent of the row's pixels of the bar's colour
-		n := 0
-		for _, p := range px[y*w+g.Min.X : y*w+g.Max.X] {
-			if similar(p, bg) {
+	share := func(y int) int { // percent of the row's pixels of the bar's colour (every other one)
+		n, all := 0, 0
+		row := px[y*w+g.Min.X : y*w+g.Max.X]
+		for i := 0; i < len(row); i += 2 {
+			all++
+			if similar(row[i], bg) {
 				n++
 			}
 		}
-		return 100 * n / g.Dx()
+		return 100 * n / max(all, 1)
 	}
 	tallest := 2*g.Dy() + 8 // taller is a panel, not a bar
 	top := g.Min.Y
