@@ -319,6 +319,7 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 		return Page{}, err // the memo is dropped: it holds this frame's pixels, not its reading
 	}
 	m.results = sortResults(append(kept, read...))
+	selections(m.results)
 	r.frames.give(m)
 
 	// Every word's script, then the lines.
@@ -358,7 +359,10 @@ func (r *Reader) Read(ctx context.Context, img *image.RGBA) (Page, error) {
 type groupResult struct {
 	box      image.Rectangle
 	lines    [][]*draftWord
-	selected bool
+	ground   uint32
+	bar      bar
+	onBar    bool
+	selected bool // on a bar, among text of other grounds, no title (selected.go)
 }
 
 // sortResults orders groups as the layout does: top to bottom, left to
@@ -498,7 +502,8 @@ func (r *Reader) readGroups(ctx context.Context, img *image.RGBA, px []uint32, i
 
 	out := make([]groupResult, len(gs))
 	for i, g := range gs {
-		out[i] = groupResult{box: g, selected: onBar(px, w, h, g)}
+		out[i] = groupResult{box: g, ground: ground(px, w, h, g)}
+		out[i].bar, out[i].onBar = barOf(px, w, h, g)
 		switch gr := gridded[i]; {
 		case gr != nil:
 			out[i].lines = gr.segments(nil)
