@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/poligon/poligon/backends/ocr/internal/glyphs"
 )
 
 // The corpus (testdata/corpus) and the glyph sheets the atlas is seeded
@@ -34,6 +36,7 @@ func TestCaptureCorpus(t *testing.T) {
 	t.Run("tiny", captureTiny)
 	t.Run("tiny-x", captureTinyX)
 	t.Run("debian", captureDebian)
+	t.Run("debian-desktop", captureDebianDesktop)
 }
 
 // A sheet shows a font's repertoire on its character grid: first a row of
@@ -189,7 +192,7 @@ func dialogScreen() (string, []string) {
 // titles and menus use misc-fixed too.
 func captureTinyX(t *testing.T) {
 	g := bootGuest(t, "tiny-x", tinyXVMID)
-	x := &desktop{g: g}
+	x := &desktop{g: g, run: g.sh}
 	x.waitX()
 	// Only the windows this test opens: the session's own xterm goes.
 	x.closeAll()
@@ -270,9 +273,37 @@ func captureTinyX(t *testing.T) {
 	g.sh("xdotool mouseup 1")
 }
 
-// desktop drives tiny-x's X session through the guest agent (its commands
-// have DISPLAY=:0 and a UTF-8 locale).
-type desktop struct{ g *guest }
+// desktop drives an X session through the guest agent: tiny-x's (its
+// commands have DISPLAY=:0 and a UTF-8 locale) or, with run, a user's.
+type desktop struct {
+	g   *guest
+	run func(cmd string) string
+}
+
+// window waits for the window titled title and answers its box (xwininfo's
+// client window).
+func (x *desktop) window(title string) image.Rectangle {
+	x.g.t.Helper()
+	// Mapped (viewable: where the window manager put it).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		out := x.run(fmt.Sprintf("for i in $(seq 150); do id=$(xdotool search --onlyvisible --name %s 2>/dev/null | head -n 1); [ -n \"$id\" ] && break; sleep 0.2; done; xwininfo -id $id", shellQuote("^"+regexpQuote(title)+"$")))
+		var ax, ay, w, h int
+		for _, l := range strings.Split(out, "\n") {
+			l = strings.TrimSpace(l)
+			fmt.Sscanf(l, "Absolute upper-left X: %d", &ax)
+			fmt.Sscanf(l, "Absolute upper-left Y: %d", &ay)
+			fmt.Sscanf(l, "Width: %d", &w)
+			fmt.Sscanf(l, "Height: %d", &h)
+		}
+		r := image.Rect(ax, ay, ax+w, ay+h)
+		if strings.Contains(out, "IsViewable") && !r.Empty() {
+			return r
+		}
+		if time.Now().After(deadline) {
+			x.g.t.Fatalf("window %q: xwininfo says %q", title, out)
+		}
+	}
+}
 
 func (x *desktop) waitX() {
 	x.g.t.Helper()
@@ -300,25 +331,10 @@ func (x *desktop) closeAll() {
 func (x *desktop) xterm(title, args, cmd string) image.Rectangle {
 	x.g.t.Helper()
 	x.g.sh(fmt.Sprintf("setsid xterm -title %s %s -e sh -c %s </dev/null >/dev/null 2>&1 &", shellQuote(title), args, shellQuote(cmd+"; exec sleep 3600")))
-	out := x.g.sh(fmt.Sprintf("for i in $(seq 100); do id=$(xdotool search --name %s 2>/dev/null | head -n 1); [ -n \"$id\" ] && break; sleep 0.2; done; sleep 0.5; xwininfo -id $id", shellQuote("^"+regexpQuote(title)+"$")))
-	var ax, ay, w, h int
-	for _, l := range strings.Split(out, "\n") {
-		l = strings.TrimSpace(l)
-		fmt.Sscanf(l, "Absolute upper-left X: %d", &ax)
-		fmt.Sscanf(l, "Absolute upper-left Y: %d", &ay)
-		fmt.Sscanf(l, "Width: %d", &w)
-		fmt.Sscanf(l, "Height: %d", &h)
-	}
-	if w == 0 || h == 0 {
-		x.g.t.Fatalf("xterm %q: xwininfo says %q", title, out)
-	}
-	return image.Rect(ax, ay, ax+w, ay+h)
+	return x.window(title)
 }
 
-func (x *desktop) still() *image.RGBA {
-	x.g.sh("xdotool getmouselocation >/dev/null")
-	return x.g.still()
-}
+func (x *desktop) still() *image.RGBA { return x.g.still() }
 
 // crop answers the part r of img, at 0,0.
 func crop(img *image.RGBA, r image.Rectangle) *image.RGBA {
@@ -387,6 +403,104 @@ func captureDebian(t *testing.T) {
 	// same) and learns the rest from tesseract.
 }
 
+// captureDebianDesktop: the debian-desktop template's XFCE session:
+// xfce4-terminal in DejaVu Sans Mono (fonts-dejavu-core, drawn
+// anti-aliased by the guest's cairo), and poligon-form, a GTK window in
+// DejaVu Sans.
+func captureDebianDesktop(t *testing.T) {
+	g := bootGuest(t, "debian-desktop", debianDesktopVMID)
+	// The greeter opens on the test user's password (lightdm's GTK
+	// greeter with its user list): type it, as a person would.
+	g.waitFor("pgrep -x lightdm-gtk-gre", 3*time.Minute)
+	for try := 0; ; try++ {
+		time.Sleep(10 * time.Second) // the greeter draws a while after it starts
+		g.still()
+		g.typeText("test")
+		g.key("ret")
+		if g.try("for i in $(seq 60); do pgrep -u test -x xfce4-session >/dev/null && exit 0; sleep 1; done; exit 1") {
+			break
+		}
+		if try == 2 {
+			shot := filepath.Join(os.TempDir(), "poligon-capture-greeter.png")
+			savePNG(t, shot, g.frame())
+			t.Fatalf("no XFCE session after typing the password three times (the screen: %s)", shot)
+		}
+	}
+	g.waitFor("pgrep -u test -x xfdesktop", 4*time.Minute)
+	time.Sleep(30 * time.Second) // the panel and the desktop draw some 15-30 s after (TCG)
+	x := &desktop{g: g, run: func(cmd string) string {
+		// As the session: its environment, read from its process.
+		return g.sh(`p=$(pgrep -u test -x xfce4-session | head -n 1); ` +
+			`env $(tr '\0' '\n' < /proc/$p/environ | grep -E '^(DISPLAY|XAUTHORITY|DBUS_SESSION_BUS_ADDRESS|XDG_RUNTIME_DIR|LANG)=') ` +
+			`runuser -u test -- sh -c ` + shellQuote(cmd))
+	}}
+	x.run("xdotool mousemove 1279 799")
+	chars := asciiChars + latin1Chars + cyrillicChars + extraChars + unicodeFrame
+	term := func(title, geometry, cmd string) image.Rectangle {
+		x.run(fmt.Sprintf("setsid xfce4-terminal --disable-server --hide-menubar --hide-toolbar --hide-scrollbar --title %s --geometry %s -x sh -c %s </dev/null >/dev/null 2>&1 &",
+			shellQuote(title), geometry, shellQuote(cmd+"; exec sleep 3600")))
+		return x.window(title)
+	}
+	for _, bold := range []bool{false, true} {
+		face, attr := "dejavu-mono", ""
+		if bold {
+			face, attr = "dejavu-monobold", `\033[1m`
+		}
+		g.write("/tmp/sheet.txt", sheetText(chars, 50))
+		box := term("sheet", "102x9+0+30", `printf '\033[?25l`+attr+`'; cat /tmp/sheet.txt`)
+		var sheet *image.RGBA
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+			sheet = crop(x.still(), box.Inset(-40)) // the marker row finds the grid
+			if _, err := glyphs.SheetGrid(sheet); err == nil {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("the sheet in xfce4-terminal: %v", err)
+			}
+		}
+		saveSheet(t, face, sheet, chars, 50, unicodeFrame)
+		x.run("xdotool search --name '^sheet$' windowkill")
+	}
+
+	en := []string{
+		"Press Next to continue or Cancel to quit the installer now.",
+		"Network settings: address 10.0.2.15, gateway 10.0.2.2, mask 255.255.255.0",
+		"Username: test   Password: ********   Domain: example.org",
+		"test@debian:~$ ls -la /etc > /tmp/list.txt && echo done $HOME",
+	}
+	ru := []string{
+		"Нажмите Далее, чтобы продолжить установку системы.",
+		"Настройки сети: адрес 10.0.2.15, шлюз 10.0.2.2, маска сети",
+		"Съешь же ещё этих мягких французских булок да выпей чаю.",
+		"Было сухо и тепло, на берегу стоял старый дом.",
+	}
+	mixed := []string{
+		"Нажмите Next для продолжения или Cancel для выхода.",
+		"Файл config.toml не найден в каталоге /etc/poligon",
+		"Сервер nginx 1.22 (Debian) запущен на порту 8080",
+		"Москва Moscow Париж Paris Берлин Berlin",
+	}
+	lines := append(append(append([]string{}, en...), ru...), mixed...)
+	g.write("/tmp/term.txt", strings.Join(lines, "\n")+"\n")
+	tb := term("Terminal text", "80x13+20+60", `printf '\033[?25l'; cat /tmp/term.txt`)
+	form := []string{"Hello from DejaVu Sans", "Привет из DejaVu Sans", "Version 1.22 (Debian) запущен"}
+	args := ""
+	for _, l := range form {
+		args += " " + shellQuote(l)
+	}
+	x.run("setsid poligon-form --title 'Poligon form'" + args + " </dev/null >/dev/null 2>&1 &")
+	x.window("Poligon form")
+	x.run("xdotool search --name '^Poligon form$' windowmove 780 330")
+	time.Sleep(2 * time.Second)
+	fb := x.window("Poligon form")
+	x.run("xdotool mousemove 1279 799")
+	time.Sleep(3 * time.Second)
+	frame := x.still()
+	saveCorpus(t, "xfce-terminal", frame, "debian-desktop: xfce4-terminal (DejaVu Sans Mono, anti-aliased) with Latin, Cyrillic and mixed lines",
+		region{kind: "mono", box: tb, lines: lines})
+	saveCorpus(t, "gtk-form", nil, "debian-desktop: poligon-form, a GTK 3 window in DejaVu Sans: its lines, a label, two buttons and a list",
+		region{kind: "prop", box: fb, lines: append(append([]string{}, form...), "Name:", "Apply Clear", "Alpha", "Bravo", "Charlie")})
+}
+
 // region is a part of a corpus frame and the text lines it shows, top to
 // bottom; kind is "mono" (a character grid) or "prop" (proportional text).
 type region struct {
@@ -395,14 +509,26 @@ type region struct {
 	lines []string
 }
 
+var lastCorpus string
+
 // saveCorpus writes a corpus frame: frame.png and truth.txt, whose lines
-// are the regions, each a header "@ kind x0 y0 x1 y1" and its text.
+// are the regions, each a header "@ kind x0 y0 x1 y1" and its text (img
+// nil: the frame is the one saved last, named by a line "frame PATH").
 func saveCorpus(t *testing.T, name string, img *image.RGBA, what string, regions ...region) {
 	t.Helper()
 	dir := filepath.Join(corpusDir, name)
-	savePNG(t, filepath.Join(dir, "frame.png"), img)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n# written by TestCaptureCorpus (capture_test.go): the text below is what it put on the screen\n", what)
+	if img != nil {
+		savePNG(t, filepath.Join(dir, "frame.png"), img)
+	} else {
+		// The frame saved last (one screen, two corpus entries).
+		fmt.Fprintf(&b, "frame ../%s/frame.png\n", lastCorpus)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lastCorpus = name
 	for _, r := range regions {
 		fmt.Fprintf(&b, "@ %s %d %d %d %d\n", r.kind, r.box.Min.X, r.box.Min.Y, r.box.Max.X, r.box.Max.Y)
 		for _, l := range r.lines {

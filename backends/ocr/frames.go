@@ -161,15 +161,20 @@ func (m *frameMemo) relayout(img *image.RGBA) (kept []groupResult, fresh []image
 		spans = mergeSpans(spans)
 	}
 	// Lay each span out in a band around it, on the ink as it is now; its
-	// groups are the new ones.
+	// groups are the new ones. A group that reaches the band's edge may go
+	// on beyond it (a picture's strokes): then the frame is laid out whole.
 	for _, sp := range spans {
 		b0, b1 := max(0, sp[0]-bandContext), min(m.h, sp[1]+bandContext)
 		px, ink := m.px[b0*m.w:b1*m.w], m.ink[b0*m.w:b1*m.w]
 		for _, g := range groups(px, m.w, b1-b0, blobs(ink, m.w, b1-b0)) {
 			g = g.Add(image.Pt(0, b0))
-			if g.Min.Y < sp[1] && g.Max.Y > sp[0] {
-				fresh = append(fresh, g)
+			if g.Min.Y >= sp[1] || g.Max.Y <= sp[0] {
+				continue
 			}
+			if g.Min.Y <= b0 && b0 > 0 || g.Max.Y >= b1 && b1 < m.h {
+				return nil, m.layout(img)
+			}
+			fresh = append(fresh, g)
 		}
 	}
 	for _, g := range m.results {

@@ -28,8 +28,8 @@ func TestAChangedFrameIsLaidOutAsAWhole(t *testing.T) {
 			r.forget()
 			first := readFrame(t, r, img)
 			for i, l := range first.Lines {
-				if i%3 != 0 {
-					continue
+				if i%3 != 0 || !slices.ContainsFunc(c.regions, func(r region) bool { return l.Centre().In(r.box) }) {
+					continue // text put there, not a wallpaper's strokes
 				}
 				changed, w := erase(img, l)
 				m, fresh := r.frames.take(img)

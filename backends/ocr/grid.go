@@ -2,6 +2,10 @@ package ocr
 
 import (
 	"image"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/poligon/poligon/backends/ocr/internal/glyphs"
 )
@@ -236,3 +240,209 @@ func (r *gridReader) baselines(g image.Rectangle) []int {
 	}
 	return out
 }
+
+// segments answers the words of a group read on a grid, as lines: two
+// blank cells or more (or frame cells: box drawing is not text) part
+// lines, one parts words. The words of the stretches of cells the atlas
+// did not know are tesseract's (read: by stretch), but for answers with
+// no letter or digit: a picture in a line of text (the mouse pointer
+// beside a menu entry), which the atlas would know were it punctuation.
+func (g gridRead) segments(read map[int][]Word) [][]*draftWord {
+	var out [][]*draftWord
+	var line []*draftWord
+	var cur *draftWord
+	gap := 0
+	next := 0 // the next stretch
+	for i := 0; i < len(g.cells); i++ {
+		c := g.cells[i]
+		for next < len(g.pending) && g.known(g.pending[next]) {
+			next++ // the atlas knows it now
+		}
+		if next < len(g.pending) && i == g.pending[next][0] {
+			st := g.pending[next]
+			ws := read[next]
+			next++
+			i = st[1] - 1
+			cur = nil
+			if !strings.ContainsFunc(joinWords(ws), func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+				gap += st[1] - st[0]
+				continue
+			}
+			if gap >= 2 && len(line) > 0 {
+				out = append(out, line)
+				line = nil
+			}
+			gap = 0
+			line = append(line, g.stretchWords(st, ws)...)
+			continue
+		}
+		if c.chars == nil || c.frame {
+			cur = nil
+			gap++
+			continue
+		}
+		if gap >= 2 && len(line) > 0 {
+			out = append(out, line)
+			line = nil
+		}
+		gap = 0
+		if cur == nil {
+			cur = &draftWord{conf: 100, grid: true}
+			line = append(line, cur)
+		}
+		cur.cands = append(cur.cands, c.chars)
+		cur.box = cur.box.Union(g.cellBox(i))
+	}
+	if len(line) > 0 {
+		out = append(out, line)
+	}
+	return out
+}
+
+// stretchWords answers tesseract's words for stretch st; where they fall
+// one character to a cell, word by word, the cells the atlas knows keep
+// its characters (tesseract's "af" for a known "d" and an unknown "f"
+// reads "df").
+func (g gridRead) stretchWords(st [2]int, ws []Word) []*draftWord {
+	runs := g.runs(st)
+	fits := len(runs) == len(ws)
+	for k := 0; fits && k < len(ws); k++ {
+		fits = utf8.RuneCountInString(ws[k].Text) == runs[k][1]-runs[k][0]
+	}
+	var out []*draftWord
+	for k, wd := range ws {
+		dw := &draftWord{box: wd.Box, conf: wd.Conf}
+		for i, r := range []rune(wd.Text) {
+			c := []rune{r}
+			if fits {
+				if cell := g.cells[runs[k][0]+i]; cell.known {
+					c = cell.chars
+				}
+			}
+			dw.cands = append(dw.cands, c)
+		}
+		if fits {
+			dw.box = image.Rect(g.x0+runs[k][0]*g.cw, g.box.Min.Y, g.x0+runs[k][1]*g.cw, g.box.Max.Y)
+		}
+		out = append(out, dw)
+	}
+	return out
+}
+
+// runs answers the runs [from, to) of inked cells in stretch st: its
+// words.
+func (g gridRead) runs(st [2]int) [][2]int {
+	var out [][2]int
+	for i := st[0]; i < st[1]; {
+		if g.cells[i].key == 0 { // blank
+			i++
+			continue
+		}
+		j := i
+		for j < st[1] && g.cells[j].key != 0 {
+			j++
+		}
+		out = append(out, [2]int{i, j})
+		i = j
+	}
+	return out
+}
+
+func joinWords(ws []Word) string {
+	var b strings.Builder
+	for _, w := range ws {
+		b.WriteString(w.Text)
+	}
+	return b.String()
+}
+
+// known reports whether the atlas knows every inked cell of stretch st.
+func (g gridRead) known(st [2]int) bool {
+	for _, c := range g.cells[st[0]:st[1]] {
+		if c.key != 0 && !c.known {
+			return false
+		}
+	}
+	return true
+}
+
+// lookupAgain looks up the cells of g the atlas did not know.
+func (g *gridRead) lookupAgain(a *atlas) {
+	for i, c := range g.cells {
+		if c.key != 0 && !c.known {
+			if cc, ok := a.lookup(c.key); ok {
+				g.cells[i].known, g.cells[i].chars, g.cells[i].frame = true, cc.chars, cc.frame
+			}
+		}
+	}
+}
+
+// stretches answers the stretches [from, to) of g's cells that hold the
+// cells the atlas does not know: runs of inked cells with one unknown at
+// least, joined across single blank cells (a phrase reads better whole).
+func (g gridRead) stretches() [][2]int {
+	var out [][2]int
+	for i := 0; i < len(g.cells); {
+		if g.cells[i].key == 0 {
+			i++
+			continue
+		}
+		j, unknown := i, false
+		for j < len(g.cells) && g.cells[j].key != 0 {
+			unknown = unknown || !g.cells[j].known
+			j++
+		}
+		if unknown {
+			if n := len(out); n > 0 && out[n-1][1]+1 == i {
+				out[n-1][1] = j
+			} else {
+				out = append(out, [2]int{i, j})
+			}
+		}
+		i = j
+	}
+	return out
+}
+
+// stretchBox answers the part of the group stretch st covers: its cells'
+// columns over the group's rows.
+func (g gridRead) stretchBox(st [2]int) image.Rectangle {
+	return image.Rect(g.x0+st[0]*g.cw, g.box.Min.Y, g.x0+st[1]*g.cw, g.box.Max.Y).Intersect(g.box)
+}
+
+// learnFrom teaches the atlas the cells of stretch st of a group read on a
+// grid, where tesseract's words for it are certain: their characters fall
+// one to a cell with ink, word by word, and agree with every cell the
+// atlas already knows.
+func (r *Reader) learnFrom(g gridRead, st [2]int, words []Word) {
+	runs := g.runs(st) // the runs of inked cells are the words
+	if len(runs) != len(words) {
+		return
+	}
+	var obs []observation
+	for k, wd := range words {
+		chars := []rune(wd.Text)
+		rn := runs[k]
+		if len(chars) != rn[1]-rn[0] || wd.Conf < learnConf {
+			return
+		}
+		for i, c := range chars {
+			cell := g.cells[rn[0]+i]
+			if cell.known {
+				if !slices.Contains(cell.chars, c) {
+					return // tesseract misread a cell the atlas knows: trust none of this read
+				}
+				continue
+			}
+			obs = append(obs, observation{key: cell.key, char: c, cw: g.cw, left: cell.left})
+		}
+	}
+	r.atlas.learn(obs)
+}
+
+// learnConf is the least tesseract word confidence a read teaches the
+// atlas with.
+const learnConf = 80
+
+// stretchScale is the least scale of a stretch's crop.
+const stretchScale = 3

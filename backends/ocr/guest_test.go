@@ -114,6 +114,32 @@ func (g *guest) sh(cmd string) string {
 	}
 }
 
+// waitFor runs cmd in the guest every second until it succeeds, at most
+// for d.
+func (g *guest) waitFor(cmd string, d time.Duration) {
+	g.t.Helper()
+	for deadline := time.Now().Add(d); !g.try(cmd); time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			g.t.Fatalf("%q did not succeed in %s", cmd, d)
+		}
+	}
+}
+
+// try runs cmd in the guest (at most 90 s) and reports whether it succeeded.
+func (g *guest) try(cmd string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	pid, err := g.d.ExecStart(ctx, g.vmid, backends.ExecRequest{Path: "/bin/sh", Args: []string{"-c", cmd}})
+	for err == nil {
+		var st backends.ExecStatus
+		if st, err = g.d.ExecStatus(ctx, g.vmid, pid); err == nil && st.Exited {
+			return st.ExitCode == 0
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
 // write puts a file into the guest.
 func (g *guest) write(path, content string) {
 	g.t.Helper()

@@ -219,6 +219,7 @@ func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 		}
 		return false
 	})
+	bs = dropBorders(bs)
 	bs = accents(bs)
 	// A letter joins a blob at most twice its height, sharing half the
 	// taller one's rows, over the same background (marks smaller than text
@@ -271,6 +272,33 @@ func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 		return gs[i].Min.X < gs[j].Min.X
 	})
 	return gs
+}
+
+// dropBorders drops the thin upright strokes that stand taller than any
+// text near them: the sides of a button or an entry (GTK's), too short to
+// be rules, which tesseract reads as "I", "1" or "J". A tall thin glyph
+// ("l" in a heading) has letters as tall beside it. bs is sorted by Min.X.
+func dropBorders(bs []image.Rectangle) []image.Rectangle {
+	border := func(i int) bool {
+		b := bs[i]
+		if b.Dx() > 4 || b.Dy() < 20 || b.Dy() < 4*b.Dx() {
+			return false
+		}
+		for j := sort.Search(len(bs), func(k int) bool { return bs[k].Min.X >= b.Min.X-2*b.Dy() }); j < len(bs) && bs[j].Min.X < b.Max.X+2*b.Dy(); j++ {
+			c := bs[j]
+			if j != i && c.Dx() > 4 && 5*c.Dy() >= 4*b.Dy() && sameRow(b, c) {
+				return false
+			}
+		}
+		return true
+	}
+	out := bs[:0:0]
+	for i, b := range bs {
+		if !border(i) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // accents joins each small mark to the letter right under it (a breve, dots,

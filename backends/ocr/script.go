@@ -1,9 +1,12 @@
 package ocr
 
 import (
+	"context"
 	"image"
 	"strings"
 	"unicode"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Choosing the script of each word. Latin and Cyrillic share look-alike
@@ -61,7 +64,7 @@ var visualPairs = []string{
 // Russian model reads Latin small caps and capitals as these: "BusyBox"
 // as "ВизуВох", "OK" as "ок"), for folding a stray letter into its word's
 // script.
-var lookAlike = pairMap(append(visualPairs, "kк", "mм", "nп", "uи", "rг", "hн", "bь", "tт", "Nи"))
+var lookAlike = pairMap(append(visualPairs, "kк", "mм", "nп", "uи", "rг", "hн", "bь", "tт", "Nи", "sз"))
 
 // visual holds the letters with a look-alike: a word made of these alone
 // says nothing of its script.
@@ -355,11 +358,11 @@ func strongScript(text string) (s script, mixedScripts bool) {
 
 // suspects answers, for the words tesseract read on each line, which to
 // read again and in which script (neutral: none): a word of letters of
-// both scripts (in its line's script, else in each), and a word whose
-// script is not that of most of its line's words (two words at least, two
-// thirds of them) and the only one of its own, where a row's other lines
-// count as its line.
-func suspects(lines [][]*draftWord, boxes []image.Rectangle) [][]script {
+// both scripts (in its line's script, else in each), a word whose script
+// is not that of most of its line's words (two words at least, two thirds
+// of them) and the only one of its own, where a row's other lines count
+// as its line, and a word alone (in each).
+func suspects(lines [][]*draftWord, boxes []image.Rectangle, grounds []uint32) [][]script {
 	out := make([][]script, len(lines))
 	for i, l := range lines {
 		out[i] = make([]script, len(l))
@@ -375,7 +378,7 @@ func suspects(lines [][]*draftWord, boxes []image.Rectangle) [][]script {
 		b := boxes[i]
 		mid := (b.Min.Y + b.Max.Y) / 2
 		for j, o := range lines {
-			if ob := boxes[j]; j != i && mid >= ob.Min.Y && mid < ob.Max.Y && max(ob.Min.X-b.Max.X, b.Min.X-ob.Max.X) < 40*max(b.Dy(), 1) {
+			if ob := boxes[j]; j != i && mid >= ob.Min.Y && mid < ob.Max.Y && max(ob.Min.X-b.Max.X, b.Min.X-ob.Max.X) < 40*max(b.Dy(), 1) && similar(grounds[i], grounds[j]) {
 				tally(o)
 			}
 		}
@@ -397,6 +400,10 @@ func suspects(lines [][]*draftWord, boxes []image.Rectangle) [][]script {
 				out[i][k] = both
 			case s != neutral && major != neutral && s != major && count[s] <= 1:
 				out[i][k] = major
+			case s != neutral && count[latin]+count[cyrillic] <= 1:
+				// A word alone ("Name:" beside an empty entry): nothing
+				// tells its script but the two models' answers.
+				out[i][k] = both
 			}
 		}
 	}
@@ -411,6 +418,10 @@ func (w *draftWord) plain() string {
 	}
 	return b.String()
 }
+
+// preferScript is the confidence an answer in the script a word should
+// be in gets over one in the other script.
+const preferScript = 6
 
 // languageScripts maps the tesseract languages poligon knows the script of
 // to it.
@@ -437,4 +448,119 @@ func scriptLanguages(langs string) map[script]string {
 		return nil
 	}
 	return out
+}
+
+// alike reports whether a and b are the same letters but for look-alikes
+// of the two scripts (and tesseract's confusions across them).
+func alike(a, b string) bool {
+	ra, rb := []rune(a), []rune(b)
+	if len(ra) != len(rb) || a == b {
+		return false
+	}
+	for i := range ra {
+		if ra[i] != rb[i] && lookAlike[ra[i]] != rb[i] && lookAlike[rb[i]] != ra[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// reread reads again, in one script, the words tesseract answered in the
+// other script than their line's, or in both (suspects, script.go), and
+// keeps the answer it is surer of.
+func (r *Reader) reread(ctx context.Context, groups []groupResult, img *image.RGBA, px []uint32, page *Page) error {
+	langs := scriptLanguages(r.cfg.Languages)
+	if langs == nil {
+		return nil
+	}
+	w, h := img.Bounds().Dx(), img.Bounds().Dy()
+	var lines [][]*draftWord
+	var boxes []image.Rectangle
+	var grounds []uint32
+	for _, g := range groups {
+		for _, l := range g.lines {
+			lines, boxes, grounds = append(lines, l), append(boxes, g.box), append(grounds, g.ground)
+		}
+	}
+	type again struct {
+		word   *draftWord
+		prefer script // the line's script, or both
+		jobs   []*job
+	}
+	var todo []again
+	var jobs []*job
+	cached := map[*job][]Word{}
+	for i, sus := range suspects(lines, boxes, grounds) {
+		for k, s := range sus {
+			if s == neutral {
+				continue
+			}
+			wd := lines[i][k]
+			g := boxes[i]
+			box := image.Rect(wd.box.Min.X-2, g.Min.Y, wd.box.Max.X+2, g.Max.Y).Intersect(image.Rect(0, 0, w, h))
+			a := again{word: wd, prefer: s}
+			for _, t := range []script{latin, cyrillic} {
+				if s != t && s != both {
+					continue
+				}
+				key := cropKey(img, box) ^ xxhash.Sum64String(langs[t])
+				j := &job{key: key, langs: langs[t]}
+				a.jobs = append(a.jobs, j)
+				if ws, ok := r.cache.get(key); ok {
+					cached[j] = place(ws, box.Min)
+					continue
+				}
+				j.crop = prepare(px, w, h, box, max(2, scaleFor(g.Dy())))
+				jobs = append(jobs, j)
+			}
+			todo = append(todo, a)
+		}
+	}
+	if err := r.recognise(ctx, jobs); err != nil {
+		return err
+	}
+	for _, a := range todo {
+		// The surest answer, where the one in the line's script (else
+		// Latin: the Russian model reads Latin capitals as Cyrillic
+		// with confidence, the English one reads Russian as garbage)
+		// counts a little more: two models reading the same shapes in
+		// two scripts ("ог" and "or", "Мате:" and "Name:") are as sure.
+		prefer := a.prefer
+		if prefer == both {
+			prefer = latin
+		}
+		score := func(text string, conf float64) float64 {
+			if wordScript(text) == prefer {
+				return conf + preferScript
+			}
+			return conf
+		}
+		best, conf := "", a.word.conf
+		top := score(a.word.plain(), conf)
+		for _, j := range a.jobs {
+			ws, ok := cached[j]
+			if !ok {
+				rel := j.crop.toFrame(j.words)
+				r.cache.put(j.key, rel)
+				ws = place(rel, j.crop.origin)
+				page.Read++
+			}
+			if len(ws) != 1 {
+				continue
+			}
+			if s, mixedScripts := strongScript(ws[0].Text); !mixedScripts && s != languageScripts[j.langs] && s != neutral {
+				continue
+			}
+			if sc := score(ws[0].Text, ws[0].Conf); sc > top {
+				best, conf, top = ws[0].Text, ws[0].Conf, sc
+			}
+		}
+		if best != "" {
+			a.word.cands, a.word.conf = nil, conf
+			for _, c := range best {
+				a.word.cands = append(a.word.cands, []rune{c})
+			}
+		}
+	}
+	return nil
 }

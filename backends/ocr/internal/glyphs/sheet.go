@@ -116,6 +116,13 @@ func mostCommon(px []uint32) uint32 {
 	return best
 }
 
+// SheetGrid answers the first cell of a sheet's row of ten full blocks
+// (an error while it is not drawn yet).
+func SheetGrid(img image.Image) (image.Rectangle, error) {
+	px, w, h := Packed(img)
+	return grid(px, w, h, mostCommon(px))
+}
+
 // grid finds the row of ten full blocks: its left, top, cell width and
 // height.
 func grid(px []uint32, w, h int, bg uint32) (image.Rectangle, error) {
@@ -135,7 +142,13 @@ func grid(px []uint32, w, h int, bg uint32) (image.Rectangle, error) {
 				for bottom < h && px[bottom*w+x] == c && px[bottom*w+e-1] == c && (e == w || px[bottom*w+e] != c) {
 					bottom++
 				}
-				return image.Rect(x, y, x+n/10, bottom), nil
+				// Ten cells, each taller than wide (at most three
+				// times), on the background all round.
+				cw, ch := n/10, bottom-y
+				edge := func(x, y int) bool { return x < 0 || y < 0 || x >= w || y >= h || Distance(px[y*w+x], bg) < Faint }
+				if ch >= cw && ch <= 3*cw && edge(x-1, y) && edge(e, y) && edge(x, y-1) && edge(x, bottom) && edge(e-1, bottom) {
+					return image.Rect(x, y, x+cw, bottom), nil
+				}
 			}
 			x = e
 		}
