@@ -4,12 +4,14 @@ import "image"
 
 // A selected row (a list or menu selection, a highlighted line, a focused
 // button) is text on a bar: a band of one colour, a line or two tall,
-// enclosed by other colours on every side, with text either lighter than
-// the bar (white on blue) or of the colour around it (reverse video). A
-// dark terminal is not a bar: its colour goes on for many lines; a line
-// on a screen-wide colour is not one either ("Package configuration" on a
-// blue console): it reaches the screen's edge. A grey button with black
-// text in a white dialog is neither lighter nor reversed.
+// with other colours above and below it (a clean edge: rows mostly of
+// another colour), and text either lighter than the bar (white on blue)
+// or of the colour around it (reverse video). A dark terminal is not a
+// bar: its colour goes on for many lines; nor is the console's ground
+// beside a "[" (text rows above and below, no clean edge), nor a line on a
+// screen-wide colour ("Package configuration" on a blue console: the band
+// reaches the screen's top). A grey button with black text in a white
+// dialog is neither lighter nor reversed.
 //
 // And a selection stands among other text: some text near it (above,
 // below or beside it) is on another ground. A title bar has text below
@@ -65,9 +67,6 @@ func barOf(px []uint32, w, h int, g image.Rectangle) (bar, bool) {
 	}
 	for x1 < w && similar(px[pad*w+x1], c) {
 		x1++
-	}
-	if x0 == 0 || x1 == w {
-		return bar{}, false // the colour goes to the screen's edge
 	}
 	// Down and up: rows mostly of the band's colour.
 	tallest := 2*g.Dy() + 8
