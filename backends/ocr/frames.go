@@ -1,7 +1,6 @@
 package ocr
 
 import (
-	"bytes"
 	"image"
 	"slices"
 	"sync"
@@ -15,7 +14,7 @@ import (
 // that differs in more than a third of its rows is laid out whole.
 
 // keptFrames is how many frames are remembered: a few VMs' screens read in
-// turn each find theirs (1280x800: about 9 MB each).
+// turn each find theirs (1280x800: 5 MB each).
 const keptFrames = 4
 
 // bandContext is how far above and below the rows that differ the band is
@@ -29,11 +28,10 @@ type frames struct {
 	memo []*frameMemo
 }
 
-// frameMemo is one frame read: its pixels as they came and packed, its ink
-// and what its groups read as.
+// frameMemo is one frame read: its pixels (packed), its ink and what its
+// groups read as.
 type frameMemo struct {
 	w, h    int
-	pix     []byte // RGBA, 4w bytes a row
 	px      []uint32
 	ink     []bool
 	results []groupResult
@@ -80,15 +78,17 @@ func (f *frames) give(m *frameMemo) {
 }
 
 func (m *frameMemo) sameRow(img *image.RGBA, y int) bool {
-	return bytes.Equal(m.pix[y*4*m.w:(y+1)*4*m.w], img.Pix[y*img.Stride:y*img.Stride+4*m.w])
+	row := img.Pix[y*img.Stride : y*img.Stride+4*m.w]
+	for x, p := range m.px[y*m.w : (y+1)*m.w] {
+		if p != uint32(row[4*x])<<16|uint32(row[4*x+1])<<8|uint32(row[4*x+2]) {
+			return false
+		}
+	}
+	return true
 }
 
 // layout takes img whole: its pixels, ink and groups.
 func (m *frameMemo) layout(img *image.RGBA) []image.Rectangle {
-	m.pix = make([]byte, 4*m.w*m.h)
-	for y := 0; y < m.h; y++ {
-		copy(m.pix[y*4*m.w:(y+1)*4*m.w], img.Pix[y*img.Stride:])
-	}
 	m.px = rgb(img)
 	m.ink = inkMask(m.px, m.w, m.h)
 	m.results = nil
@@ -115,7 +115,6 @@ func (m *frameMemo) relayout(img *image.RGBA) (kept []groupResult, fresh []image
 	// The new pixels, packed.
 	sub := image.NewRGBA(image.Rect(0, 0, m.w, 1))
 	for _, y := range changed {
-		copy(m.pix[y*4*m.w:(y+1)*4*m.w], img.Pix[y*img.Stride:])
 		copy(sub.Pix, img.Pix[y*img.Stride:y*img.Stride+4*m.w])
 		copy(m.px[y*m.w:(y+1)*m.w], rgb(sub))
 	}

@@ -73,14 +73,14 @@ func TestAChangedFrameReadsAsACold(t *testing.T) {
 	r := reader(t)
 	img := loadPNG(t, corpusDir+"/tiny-dmesg/frame.png")
 	first := readFrame(t, r, img)
+	cold := reader(t)
 	for i, l := range first.Lines {
 		changed, w := erase(img, l)
 		warm := readFrame(t, r, changed)
 		if warm.Cached == 0 {
 			t.Errorf("line %d changed: nothing kept from the frame before", i)
 		}
-		cold := New(r.cfg)
-		t.Cleanup(cold.Close)
+		cold.forget()
 		if want := readFrame(t, cold, changed); !slices.Equal(texts(warm), texts(want)) {
 			t.Errorf("%q erased: read after the frame before:\n%q\nread cold:\n%q", w.Text, texts(warm), texts(want))
 		}
