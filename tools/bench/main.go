@@ -4,7 +4,7 @@
 // same run. It is a report: a MISS does not fail it; a benchmark that
 // fails (or cannot be built) does, after the table is printed.
 //
-//	go run ./tools/bench              # everything: about 4 minutes on 2 cores under TCG
+//	go run ./tools/bench              # everything: about 4 minutes on 2 cores under TCG, and 3 more for the OCR corpus
 //	go run ./tools/bench -only engine # the runs whose package or benchmark matches
 //
 // Run it anywhere inside the module. The go test output streams to stderr;
