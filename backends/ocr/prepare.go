@@ -2,6 +2,8 @@ package ocr
 
 import (
 	"image"
+
+	"github.com/poligon/poligon/backends/ocr/internal/glyphs"
 )
 
 // Preparing a piece of the screen for tesseract, which reads best black
@@ -111,14 +113,7 @@ func backgroundOfMany(px []uint32, w int, r image.Rectangle) uint32 {
 }
 
 // distance is the largest per-channel difference of two colours.
-func distance(a, b uint32) int {
-	d := 0
-	for s := 0; s <= 16; s += 8 {
-		x, y := int(a>>s&0xff), int(b>>s&0xff)
-		d = max(d, x-y, y-x)
-	}
-	return d
-}
+func distance(a, b uint32) int { return glyphs.Distance(a, b) }
 
 // prepare cuts box r out of the frame's colours px (w wide), makes it
 // black on white, scales it by scale and frames it in white. Only the box

@@ -40,17 +40,7 @@ func barOf(px []uint32, w, h int, g image.Rectangle) (bar, bool) {
 	}
 	// Across: along a row of the band beside the text (above it, else
 	// below), as far as the band's colour goes.
-	share := func(y, x0, x1 int) int { // percent of row y's pixels of the band's colour (every other one)
-		n, all := 0, 0
-		row := px[y*w+x0 : y*w+x1]
-		for i := 0; i < len(row); i += 2 {
-			all++
-			if similar(row[i], c) {
-				n++
-			}
-		}
-		return 100 * n / max(all, 1)
-	}
+	share := func(y, x0, x1 int) int { return rowShare(px[y*w+x0:y*w+x1], c) }
 	pad := -1
 	for _, y := range []int{g.Min.Y - 1, g.Max.Y} {
 		if y >= 0 && y < h && share(y, g.Min.X, g.Max.X) >= 80 {
@@ -85,17 +75,7 @@ func barOf(px []uint32, w, h int, g image.Rectangle) (bar, bool) {
 		return bar{}, false // no clean edge: text in a region, not on a band
 	}
 	b := bar{box: image.Rect(x0, top, x1, bottom), colour: c}
-	around := func(y int) bool { // the row is mostly the ink's colour
-		n, all := 0, 0
-		row := px[y*w+x0 : y*w+x1]
-		for i := 0; i < len(row); i += 2 {
-			all++
-			if similar(row[i], ink) {
-				n++
-			}
-		}
-		return 2*n > all
-	}
+	around := func(y int) bool { return rowShare(px[y*w+x0:y*w+x1], ink) > 50 } // the row is mostly the ink's colour
 	b.lit = luma(ink) > luma(c) || around(top-1) || around(bottom)
 	return b, true
 }
@@ -141,4 +121,17 @@ func sameRow(a, b image.Rectangle) bool {
 // luma is a colour's brightness, 0-255.
 func luma(c uint32) int {
 	return (299*int(c>>16&0xff) + 587*int(c>>8&0xff) + 114*int(c&0xff)) / 1000
+}
+
+// rowShare answers the percent of row's pixels (every other one) of colour
+// c.
+func rowShare(row []uint32, c uint32) int {
+	n, all := 0, 0
+	for i := 0; i < len(row); i += 2 {
+		all++
+		if similar(row[i], c) {
+			n++
+		}
+	}
+	return 100 * n / max(all, 1)
 }
