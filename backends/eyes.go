@@ -14,8 +14,9 @@ import (
 // TextPage is what a frame reads as.
 type TextPage struct {
 	Lines  []TextLine
-	Read   int           // pieces recognised for this frame (equal pieces once)
+	Read   int           // pieces recognised by a model for this frame (equal pieces once)
 	Cached int           // pieces answered from a cache
+	Grid   int           // pieces read cell by cell from an atlas of glyphs
 	Took   time.Duration // the whole read
 }
 

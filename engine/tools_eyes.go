@@ -99,8 +99,8 @@ func readingText(v *hostapi.VM, rd hostapi.Reading, boxes bool) string {
 	if len(rd.Page.Lines) == 0 {
 		body = "no text found\n"
 	}
-	return fmt.Sprintf("%s\n%s%stiming: %s, ocr %.2f s (%d lines: %d pieces read, %d from cache)",
-		rd.Frame.Size(), body, frameLine(v, rd.Frame)+"\n", rd.Frame.Timing(), rd.Page.Took.Seconds(), len(rd.Page.Lines), rd.Page.Read, rd.Page.Cached)
+	return fmt.Sprintf("%s\n%s%stiming: %s, ocr %.2f s (%d lines: %d pieces read, %d from the glyph atlas, %d from cache)",
+		rd.Frame.Size(), body, frameLine(v, rd.Frame)+"\n", rd.Frame.Timing(), rd.Page.Took.Seconds(), len(rd.Page.Lines), rd.Page.Read, rd.Page.Grid, rd.Page.Cached)
 }
 
 // seeingText renders an element list and its timing line, which starts

@@ -29,6 +29,9 @@ const (
 
 // similar compares two packed RGB colours within colourTol per channel.
 func similar(a, b uint32) bool {
+	if a == b {
+		return true // the common case, cheap
+	}
 	d := func(x, y uint32) uint32 {
 		if x > y {
 			return x - y
@@ -72,14 +75,17 @@ func inkMask(px []uint32, w, h int) []bool {
 			x = e
 		}
 	}
-	// Down.
+	// Down: long runs, and short ones whose ends are background across
+	// (the gap between two letters on a highlight bar not much taller than
+	// the text: the rows above and below the text are long runs; between
+	// the letters, the letters cut the rows short).
 	for x := 0; x < w; x++ {
 		for y := 0; y < h; {
 			e := y + 1
 			for e < h && similar(px[e*w+x], px[y*w+x]) {
 				e++
 			}
-			if e-y >= minRunDown {
+			if e-y >= minRunDown || bg[y*w+x] && bg[(e-1)*w+x] {
 				for i := y; i < e; i++ {
 					bg[i*w+x] = true
 				}
@@ -195,7 +201,25 @@ const (
 // Words join a group only over one background: a text cursor two cells
 // after a highlighted item, or a label beside a button, stays apart.
 func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
-	bs = slices.DeleteFunc(slices.Clone(bs), func(b image.Rectangle) bool { return b.Dy() > maxTextHeight || cursor(px, w, h, b) })
+	// Pictures go, and what is drawn inside a box that goes (the dot in
+	// twm's iconify button, a checkbox's mark): it is part of the picture.
+	var boxes []image.Rectangle
+	bs = slices.DeleteFunc(slices.Clone(bs), func(b image.Rectangle) bool {
+		if b.Dy() > maxTextHeight || cursor(px, w, h, b) {
+			boxes = append(boxes, b)
+			return true
+		}
+		return false
+	})
+	bs = slices.DeleteFunc(bs, func(b image.Rectangle) bool {
+		for _, c := range boxes {
+			if c.Dy() <= 40 && b.In(c.Inset(1)) {
+				return true
+			}
+		}
+		return false
+	})
+	bs = dropBorders(bs)
 	bs = accents(bs)
 	// A letter joins a blob at most twice its height, sharing half the
 	// taller one's rows, over the same background (marks smaller than text
@@ -213,7 +237,7 @@ func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 	words, members := merge(bs, func(i, j int) int { return max(bs[i].Dy(), bs[j].Dy()) / 2 }, func(i, j int) bool {
 		lo, hi := min(bs[i].Dy(), bs[j].Dy()), max(bs[i].Dy(), bs[j].Dy())
 		ov := min(bs[i].Max.Y, bs[j].Max.Y) - max(bs[i].Min.Y, bs[j].Min.Y)
-		return (lo < minTextHeight || hi <= 2*lo && 2*ov >= hi) && similar(groundOf(i), groundOf(j))
+		return (mark(bs[i], bs[j]) || hi <= 2*lo && 2*ov >= hi) && similar(groundOf(i), groundOf(j))
 	})
 	// A word space is about one character wide (monospace: exactly one
 	// cell), two or more part groups: the limit is twice the word's glyph
@@ -236,7 +260,7 @@ func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 		func(i, j int) bool {
 			lo, hi := min(words[i].Dy(), words[j].Dy()), max(words[i].Dy(), words[j].Dy())
 			ov := min(words[i].Max.Y, words[j].Max.Y) - max(words[i].Min.Y, words[j].Min.Y)
-			return similar(grounds[i], grounds[j]) && (lo < minTextHeight || 2*ov >= hi)
+			return similar(grounds[i], grounds[j]) && (lo < minTextHeight || mark(words[i], words[j]) || 2*ov >= hi)
 		})
 	// Too short to be text, or a line one pixel wide (the edge of a
 	// cursor, a rule's stub).
@@ -250,6 +274,33 @@ func groups(px []uint32, w, h int, bs []image.Rectangle) []image.Rectangle {
 	return gs
 }
 
+// dropBorders drops the thin upright strokes that stand taller than any
+// text near them: the sides of a button or an entry (GTK's), too short to
+// be rules, which tesseract reads as "I", "1" or "J". A tall thin glyph
+// ("l" in a heading) has letters as tall beside it. bs is sorted by Min.X.
+func dropBorders(bs []image.Rectangle) []image.Rectangle {
+	border := func(i int) bool {
+		b := bs[i]
+		if b.Dx() > 4 || b.Dy() < 20 || b.Dy() < 4*b.Dx() {
+			return false
+		}
+		for j := sort.Search(len(bs), func(k int) bool { return bs[k].Min.X >= b.Min.X-2*b.Dy() }); j < len(bs) && bs[j].Min.X < b.Max.X+2*b.Dy(); j++ {
+			c := bs[j]
+			if j != i && c.Dx() > 4 && 5*c.Dy() >= 4*b.Dy() && sameRow(b, c) {
+				return false
+			}
+		}
+		return true
+	}
+	out := bs[:0:0]
+	for i, b := range bs {
+		if !border(i) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // accents joins each small mark to the letter right under it (a breve, dots,
 // an accent: "й", "ё", "ü"). Over letters of x-height only ("выйти") such a
 // mark shares no rows with the word and would be lost, and "й" read as
@@ -258,7 +309,7 @@ func accents(bs []image.Rectangle) []image.Rectangle {
 	out := slices.Clone(bs)
 	gone := make([]bool, len(out))
 	for i, m := range bs {
-		if m.Dy() > 3 || m.Dx() > 8 {
+		if m.Dy() > 3 || m.Dx() > 8 || punctuation(bs, i) {
 			continue
 		}
 		// The nearest letter under the mark, overlapping it across.
@@ -284,6 +335,38 @@ func accents(bs []image.Rectangle) []image.Rectangle {
 		}
 	}
 	return kept
+}
+
+// mark reports whether the smaller of a and b is a mark beside the other:
+// at most 6 pixels and 3/5 of the other's height, its middle within the
+// other's rows or two pixels off (a period, a comma hanging below the
+// line, a hyphen, an apostrophe). A letter is no mark, even beside
+// something much taller (the mouse pointer's I-beam).
+func mark(a, b image.Rectangle) bool {
+	if a.Dy() > b.Dy() {
+		a, b = b, a
+	}
+	mid := (a.Min.Y + a.Max.Y) / 2
+	return a.Dy() <= 6 && 5*a.Dy() <= 3*b.Dy() && mid >= b.Min.Y-2 && mid < b.Max.Y+2
+}
+
+// punctuation reports whether mark bs[i] sits low on a line of letters
+// beside it (a period, a comma, the dot of a colon): where lines stand
+// close (6x13), such a mark would otherwise count as the accent of a
+// letter of the next line, and join the two lines. bs is sorted by Min.X.
+func punctuation(bs []image.Rectangle, i int) bool {
+	m := bs[i]
+	mid := (m.Min.Y + m.Max.Y) / 2
+	for j := sort.Search(len(bs), func(k int) bool { return bs[k].Min.X >= m.Min.X-2*m.Dx()-12 }); j < len(bs) && bs[j].Min.X < m.Max.X+12; j++ {
+		c := bs[j]
+		if j == i || c.Dy() <= 3 || c.Max.X <= m.Min.X && m.Min.X-c.Max.X > 12 {
+			continue
+		}
+		if mid >= c.Min.Y+c.Dy()/2 && mid <= c.Max.Y+2 && (c.Max.X <= m.Min.X || c.Min.X >= m.Max.X) {
+			return true
+		}
+	}
+	return false
 }
 
 // merge unites boxes that share a band and whose gap is at most limit(i, j)
@@ -327,7 +410,7 @@ func merge(bs []image.Rectangle, limit func(i, j int) int, alike func(i, j int) 
 					break // sorted by Min.X: every later box is farther
 				}
 				ov := min(a.Max.Y, b.Max.Y) - max(a.Min.Y, b.Min.Y)
-				if 2*ov < min(a.Dy(), b.Dy()) {
+				if 2*ov < min(a.Dy(), b.Dy()) && !mark(a, b) {
 					continue
 				}
 				if gap <= limit(i, j) && (alike == nil || alike(i, j)) {
@@ -359,15 +442,15 @@ func (s byMinX) Swap(i, j int) {
 // unite answers the bounding box of each set of n parts, the set of part i
 // named by root(i), and the parts of each.
 func unite(n int, root func(int) int, box func(int) image.Rectangle) ([]image.Rectangle, [][]int) {
-	index := map[int]int{}
+	index := make([]int32, n) // root -> its set's number + 1
 	var out []image.Rectangle
 	var members [][]int
 	for i := 0; i < n; i++ {
 		r := root(i)
-		k, ok := index[r]
-		if !ok {
+		k := int(index[r]) - 1
+		if k < 0 {
 			k = len(out)
-			index[r] = k
+			index[r] = int32(k + 1)
 			out = append(out, box(i))
 			members = append(members, nil)
 		}

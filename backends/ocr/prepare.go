@@ -2,6 +2,8 @@ package ocr
 
 import (
 	"image"
+
+	"github.com/poligon/poligon/backends/ocr/internal/glyphs"
 )
 
 // Preparing a piece of the screen for tesseract, which reads best black
@@ -42,8 +44,54 @@ func ground(px []uint32, w, h int, r image.Rectangle) uint32 {
 	return background(px, w, r.Inset(-1).Intersect(image.Rect(0, 0, w, h)))
 }
 
-// background answers the colour most of box r is made of.
+// background answers the colour most of box r is made of. Boxes of text
+// hold a few colours (ground, ink, anti-aliasing): counted in a small
+// table first, in a histogram of every colour only when there are more.
 func background(px []uint32, w int, r image.Rectangle) uint32 {
+	const few = 16
+	var colours [few]uint32
+	var counts [few]int
+	n := 0
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+	row:
+		for _, p := range px[y*w+r.Min.X : y*w+r.Max.X] {
+			b := p & 0xf0f0f0 // the colour's top 4 bits per channel
+			for i := 0; i < n; i++ {
+				if colours[i] == b {
+					counts[i]++
+					continue row
+				}
+			}
+			if n == few {
+				return backgroundOfMany(px, w, r)
+			}
+			colours[n], counts[n] = b, 1
+			n++
+		}
+	}
+	best := 0
+	for i := 1; i < n; i++ {
+		if counts[i] > counts[best] {
+			best = i
+		}
+	}
+	return firstOf(px, w, r, colours[best])
+}
+
+// firstOf answers the exact colour of the first pixel of r in bucket b.
+func firstOf(px []uint32, w int, r image.Rectangle, b uint32) uint32 {
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for _, p := range px[y*w+r.Min.X : y*w+r.Max.X] {
+			if p&0xf0f0f0 == b {
+				return p
+			}
+		}
+	}
+	return 0
+}
+
+// backgroundOfMany is background over a histogram of all 4096 buckets.
+func backgroundOfMany(px []uint32, w int, r image.Rectangle) uint32 {
 	var counts [4096]uint16 // colours by their top 4 bits per channel
 	n := 0
 	for y := r.Min.Y; y < r.Max.Y; y++ {
@@ -61,26 +109,11 @@ func background(px []uint32, w int, r image.Rectangle) uint32 {
 			best = c
 		}
 	}
-	// The exact colour: the first pixel in that bucket.
-	for y := r.Min.Y; y < r.Max.Y; y++ {
-		for _, p := range px[y*w+r.Min.X : y*w+r.Max.X] {
-			if int(p>>12&0xf00|p>>8&0xf0|p>>4&0xf) == best {
-				return p
-			}
-		}
-	}
-	return 0
+	return firstOf(px, w, r, uint32(best&0xf00)<<12|uint32(best&0xf0)<<8|uint32(best&0xf)<<4)
 }
 
 // distance is the largest per-channel difference of two colours.
-func distance(a, b uint32) int {
-	d := 0
-	for s := 0; s <= 16; s += 8 {
-		x, y := int(a>>s&0xff), int(b>>s&0xff)
-		d = max(d, x-y, y-x)
-	}
-	return d
-}
+func distance(a, b uint32) int { return glyphs.Distance(a, b) }
 
 // prepare cuts box r out of the frame's colours px (w wide), makes it
 // black on white, scales it by scale and frames it in white. Only the box

@@ -53,7 +53,11 @@ func openEyes(cfg *config.Config, log *slog.Logger) (eyes *Eyes, close func(), e
 		}
 	}
 	if !cfg.OCR.Disabled {
-		e.OCR = ocr.New(ocr.Config{Languages: cfg.OCR.Languages, Workers: cfg.OCR.Workers})
+		atlas := "" // the glyphs OCR learned, kept across restarts beside the store
+		if cfg.StateDir != "" {
+			atlas = filepath.Join(cfg.StateDir, "ocr-atlas")
+		}
+		e.OCR = ocr.New(ocr.Config{Languages: cfg.OCR.Languages, Workers: cfg.OCR.Workers, AtlasFile: atlas})
 		closers = append(closers, e.OCR.Close)
 	}
 	if cfg.Events.Dir != "" && (cfg.Vision.Configured() || cfg.Grounding.Configured()) {
