@@ -64,6 +64,9 @@ type Config struct {
 	Planner Planner `toml:"planner"`
 	Stands  Stands  `toml:"stands"`
 
+	// Dataset captures every console frame as training material.
+	Dataset Dataset `toml:"dataset"`
+
 	// Source names where each overridden value came from (for config check).
 	Source map[string]string `toml:"-"`
 	// File is the config file read, "" when none.
@@ -159,6 +162,7 @@ func (c *Config) applyDefaults() {
 	c.benchDefaults()
 	c.eyesDefaults()
 	c.standsDefaults()
+	c.datasetDefaults()
 }
 
 func xdg(env, fallback, name string) string {
@@ -199,6 +203,7 @@ func (c *Config) Check() []error {
 	}
 	problems = append(problems, c.checkEyes()...)
 	problems = append(problems, c.checkPlanner()...)
+	problems = append(problems, c.checkDataset()...)
 	problems = append(problems, c.envProblems...)
 	return problems
 }
