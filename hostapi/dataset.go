@@ -33,9 +33,10 @@ import (
 //     the dump only; a refused action keeps nothing.
 //   - best effort: a tool's answer never depends on it. What fails is
 //     logged and counted, never returned.
-//   - a guest whose dump cannot be read (no agent, no session, no python3,
-//     no pyatspi) is not asked again for Dataset.Recall (120 s): its shots
-//     keep the frame and OCR, atspi_error says why, counted as no_session.
+//   - a guest whose dump cannot be read for a user (no agent, no session,
+//     no python3, no pyatspi) is not asked again for Dataset.Recall
+//     (120 s): its shots keep the frame and OCR, atspi_error says why,
+//     counted as no_session.
 //   - the screen mode is set once per boot of the guest (Dataset.Mode).
 
 // Dataset is the capture the app configured; nil in Env: no capture.
@@ -49,20 +50,25 @@ type Dataset struct {
 	Log    *slog.Logger // nil: none
 
 	mu     sync.Mutex
-	guests map[string]*guestDump // by VM (vmKey)
+	guests map[string]*guestBoot // by VM (vmKey)
+	noDump map[string]noDump     // by VM and user
 }
 
 // DefaultRecall is the manual's 120 s: a login brings a guest's dumps back
 // without a restart, and a sessionless guest costs one attempt per period.
 const DefaultRecall = 120 * time.Second
 
-// guestDump is what capture remembers of one guest.
-type guestDump struct {
-	noDumpUntil time.Time // while in the future, no dump is asked for
-	noDumpWhy   string
-	boot        string // the boot the last answer came from
-	modeBoot    string // the boot the screen mode was set on
-	mode        string // its outcome there
+// guestBoot is what capture remembers of a guest's boot.
+type guestBoot struct {
+	boot     string // the boot the last answer came from
+	modeBoot string // the boot the screen mode was set on
+	mode     string // its outcome there
+}
+
+// noDump is a guest whose dump could not be read for a user, and why.
+type noDump struct {
+	until time.Time // asked again from then on
+	why   string
 }
 
 //go:embed guestsh/atspi-dump.py
@@ -157,9 +163,8 @@ func (v *VM) CaptureAim(ctx context.Context, f *Frame, n ShotNote) *Aimed {
 		n.User = calls.DefaultString(calls.ExecGUI, "user")
 	}
 	a := &Aimed{d: d, v: v, note: n}
-	g := d.guest(v.vmKey())
-	asking := g.asking(time.Now())
-	if asking && d.Mode != "" && g.needsMode() {
+	remembered, asking := d.remembered(v.vmKey(), n.User)
+	if asking && d.Mode != "" && d.needsMode(v.vmKey()) {
 		d.setMode(ctx, v, n.User) // before the frame: the mode change is not in it
 	}
 	if f != nil {
@@ -179,7 +184,7 @@ func (v *VM) CaptureAim(ctx context.Context, f *Frame, n ShotNote) *Aimed {
 	if asking {
 		a.dump, a.why = d.readDump(ctx, v, n.User)
 	} else {
-		a.why = g.noDumpWhy + " (remembered from an earlier shot)"
+		a.why = remembered.why + " (remembered from an earlier shot)"
 		d.Writer.Counters.NoSession.Add(1)
 	}
 	if again, err := v.Shot(ctx); err == nil {
@@ -277,7 +282,7 @@ func (v *VM) captureWords(ctx context.Context, f Frame) ([]dataset.Word, string)
 func (d *Dataset) readDump(ctx context.Context, v *VM, user string) ([]byte, string) {
 	key := v.vmKey()
 	if why, ok := v.agentAnswers(ctx); !ok {
-		d.forget(key, why)
+		d.forget(key, user, why)
 		return nil, why
 	}
 	res, err := v.execArgs(ctx, "/bin/sh", []string{"-c", atspiScript, "poligon-atspi", user, atspiDumpB64}, dumpTimeout, "AT-SPI dump")
@@ -300,7 +305,7 @@ func (d *Dataset) readDump(ctx context.Context, v *VM, user string) ([]byte, str
 		if why == "" {
 			why = fmt.Sprintf("the dump script exited %d", res.Exit)
 		}
-		d.forget(key, why)
+		d.forget(key, user, why)
 		return nil, why
 	}
 	return nil, fmt.Sprintf("the dump script exited %d: %s", res.Exit, shorten(stderr, 200))
@@ -353,27 +358,34 @@ func bootLine(out []byte) (string, []byte) {
 	return strings.TrimSpace(boot), rest
 }
 
-func (d *Dataset) guest(key string) guestDump {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return *d.guestLocked(key)
-}
-
-func (d *Dataset) guestLocked(key string) *guestDump {
+func (d *Dataset) guestLocked(key string) *guestBoot {
 	if d.guests == nil {
-		d.guests = map[string]*guestDump{}
+		d.guests = map[string]*guestBoot{}
 	}
 	g, ok := d.guests[key]
 	if !ok {
-		g = &guestDump{}
+		g = &guestBoot{}
 		d.guests[key] = g
 	}
 	return g
 }
 
-// forget stops asking a guest for dumps for Recall, saying why; its shot
-// counts as no_session.
-func (d *Dataset) forget(key, why string) {
+// remembered answers why the guest gave user no dump lately, and whether
+// to ask it (again).
+func (d *Dataset) remembered(key, user string) (noDump, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	nd, ok := d.noDump[key+"\x00"+user]
+	if !ok || !time.Now().Before(nd.until) {
+		delete(d.noDump, key+"\x00"+user)
+		return noDump{}, true
+	}
+	return nd, false
+}
+
+// forget stops asking a guest for user's dumps for Recall, saying why;
+// its shot counts as no_session.
+func (d *Dataset) forget(key, user, why string) {
 	d.Writer.Counters.NoSession.Add(1)
 	recall := d.Recall
 	if recall <= 0 {
@@ -381,8 +393,18 @@ func (d *Dataset) forget(key, why string) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.noDump == nil {
+		d.noDump = map[string]noDump{}
+	}
+	d.noDump[key+"\x00"+user] = noDump{until: time.Now().Add(recall), why: why}
+}
+
+// needsMode says whether the guest's current boot has no mode set yet.
+func (d *Dataset) needsMode(key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	g := d.guestLocked(key)
-	g.noDumpUntil, g.noDumpWhy = time.Now().Add(recall), why
+	return g.mode == "" || g.boot != g.modeBoot
 }
 
 // sawBoot notes the boot a dump came from: a new one wants its mode set.
@@ -406,10 +428,6 @@ func (d *Dataset) modeNow(key string) string {
 	}
 	return g.mode
 }
-
-func (g guestDump) asking(now time.Time) bool { return !now.Before(g.noDumpUntil) }
-
-func (g guestDump) needsMode() bool { return g.mode == "" || g.boot != g.modeBoot }
 
 func (d *Dataset) log(ctx context.Context, msg string, args ...any) {
 	if d.Log != nil {
