@@ -96,14 +96,16 @@ func TestToolsetsChosen(t *testing.T) {
 // first call. 43 tools: 42.9 KB before the descriptions were tightened,
 // 35.8 KB after, 31.1 KB (724 a tool) with the bench argument left out of a
 // one-bench server's list; 44 with dataset_status, 32.0 KB (727 a tool:
-// the dataset's labels are listed only by a server that captures). A
+// the dataset's labels are listed only by a server that captures); 45
+// with the shipped vm_dataset_app (1.3 KB: eight params), 33.3 KB (740 a
+// tool), for which the budget grew on purpose from 43 x 750. A
 // server with several benches lists the bench argument, about
 // 110 bytes a tool more. The aim of 545 a tool (24 KB for 44) is out of
 // reach of descriptions alone: without any description text the list is
 // still about 21 KB, annotations 5.0 KB of it and the shared screenshot-
 // after-an-action arguments of the input tools 2 KB. A new tool fits in this
 // total or the budget changes on purpose.
-const toolsBudget = 43 * 750
+const toolsBudget = 45 * 750
 
 // TestToolListSize measures tools/list as the client receives it (the
 // SDK's encoding: compact, no HTML escaping) for the full surface.
@@ -115,8 +117,8 @@ func TestToolListSize(t *testing.T) {
 	}
 	size := wireSize(t, res)
 	t.Logf("tools/list: %d tools, %d bytes, %d per tool", len(res.Tools), size, size/len(res.Tools))
-	if len(res.Tools) < 43 {
-		t.Fatalf("the full surface has %d tools, want every built-in and shipped script (43)", len(res.Tools))
+	if len(res.Tools) < 45 {
+		t.Fatalf("the full surface has %d tools, want every built-in and shipped script (45)", len(res.Tools))
 	}
 	if size > toolsBudget {
 		var sizes []string
