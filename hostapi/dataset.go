@@ -139,6 +139,7 @@ type Aimed struct {
 	why     string // why there is none
 	changed *bool
 	mode    string
+	began   time.Time
 }
 
 // CaptureShot captures a frame already taken and shown (ui_screenshot,
@@ -162,7 +163,7 @@ func (v *VM) CaptureAim(ctx context.Context, f *Frame, n ShotNote) *Aimed {
 	if n.User == "" {
 		n.User = calls.DefaultString(calls.ExecGUI, "user")
 	}
-	a := &Aimed{d: d, v: v, note: n}
+	a := &Aimed{d: d, v: v, note: n, began: time.Now()}
 	remembered, asking := d.remembered(v.vmKey(), n.User)
 	if asking && d.Mode != "" && d.needsMode(v.vmKey()) {
 		d.setMode(ctx, v, n.User) // before the frame: the mode change is not in it
@@ -224,8 +225,12 @@ func (a *Aimed) Finish(ctx context.Context, acted bool) {
 		l.Drag = &dataset.Drag{From: [2]int{n.Drag[0].X, n.Drag[0].Y}, To: [2]int{n.Drag[1].X, n.Drag[1].Y}}
 	}
 	dump := a.dump
+	var probes struct {
+		App, Theme string
+		Visited    int
+		Took       map[string]*float64 // the dump's phases, seconds
+	}
 	if dump != nil {
-		var probes struct{ App, Theme string }
 		json.Unmarshal(dump, &probes)
 		if l.App == "" {
 			l.App = probes.App
@@ -248,7 +253,19 @@ func (a *Aimed) Finish(ctx context.Context, acted bool) {
 		return
 	}
 	d.log(ctx, "dataset shot", "shot", written.Shot, "origin", n.Origin, "vmid", v.info.VMID,
-		"atspi_widgets", written.ATSPIWidgets, "atspi_error", written.ATSPIError, "screen_changed", a.changed != nil && *a.changed, "outcome", "written")
+		"atspi_widgets", written.ATSPIWidgets, "atspi_visited", probes.Visited, "atspi_took", tookText(probes.Took), "atspi_error", written.ATSPIError,
+		"screen_changed", a.changed != nil && *a.changed, "ms", time.Since(a.began).Milliseconds(), "outcome", "written")
+}
+
+// tookText renders the dump's phases, "python=1.2 import=2.0 walk=3.1".
+func tookText(took map[string]*float64) string {
+	var parts []string
+	for _, phase := range []string{"python", "import", "walk", "theme"} {
+		if s := took[phase]; s != nil {
+			parts = append(parts, fmt.Sprintf("%s=%.2f", phase, *s))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func point(p *image.Point) *[2]int {

@@ -18,6 +18,27 @@ import time
 
 MAX_WIDGETS, MAX_NODES, DEADLINE = 6000, 20000, 20.0
 start = time.monotonic()
+took = {}  # seconds by phase, for the host's log line
+
+
+def since_exec():
+    """Seconds from the process's start to here: the interpreter's own start-up."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        return round(up - ticks / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+took["python"] = since_exec()
+
+
+def lap(phase, since):
+    took[phase] = round(time.monotonic() - since, 3)
+    return time.monotonic()
 
 
 def screen():
@@ -63,6 +84,7 @@ out = {
 
 
 def finish(code=0):
+    out["took"] = took
     json.dump(out, sys.stdout, ensure_ascii=True)
     sys.stdout.write("\n")
     sys.exit(code)
@@ -74,6 +96,7 @@ try:
 except Exception as e:  # ImportError, or gi's ValueError for a missing typelib
     out["error"] = "python3 has no pyatspi (%s): install python3-pyatspi (Debian) or python3-module-pyatspi (ALT)" % e
     finish(3)
+t = lap("import", start)
 
 try:
     Atspi.set_timeout(2000, 10000)  # per D-Bus call: a hung application costs 2 s, not 25
@@ -89,12 +112,14 @@ def walk(desk):
     widgets, active_app, skipped = out["widgets"], "", 0
     stack = [(desk.getChildAtIndex(i), 1, None) for i in reversed(range(desk.childCount))]
     visited = 0
+    out["visited"] = 0
     while stack:
         if visited >= MAX_NODES or len(widgets) >= MAX_WIDGETS or time.monotonic() - start > DEADLINE:
             out["truncated"] = True
             break
         node, depth, app = stack.pop()
         visited += 1
+        out["visited"] = visited
         if node is None:
             continue
         try:
@@ -133,10 +158,12 @@ try:
 except Exception as e:
     out["error"] = "the accessibility bus cannot be read: %s" % e
     finish(3)
+t = lap("walk", t)
 if out["focused"] is not None:
     active = out["focused"]["app"]
 out["app"] = active
 out["theme"] = theme()
+lap("theme", t)
 if skipped:
     out["skipped"] = skipped
 finish()
