@@ -55,6 +55,7 @@ var runs = []run{
 	{"./backends/pikvm", "BenchmarkKVMType", "1x"},
 	{"./backends/pikvm", "BenchmarkKVMScreenshot", "20x"},
 	{"./internal/dataset", "BenchmarkExport", "1x"},
+	{"./engine", "BenchmarkDatasetCapture", "5x"},
 }
 
 // figure is one line of the report: a metric a benchmark reported, how to
@@ -149,6 +150,8 @@ var figures = []figure{
 	{"PiKVM screenshot (frame + PNG) / raw snapshot GET", "BenchmarkKVMScreenshot/static", "frame+png/get", "x", target{"<=", 1.2},
 		[]string{"frame/get", "get-ms", "frame+png-ms"}},
 	{"dataset export, 2000 synthetic 1280x800 frames with sidecars: frames/s", "BenchmarkExport", "frames/s", "/s", target{}, nil},
+	{"ui_click screenshot=true on XFCE: what dataset capture adds, p50", "BenchmarkDatasetCapture", "extra-p50-ms", " ms", target{},
+		[]string{"off-p50-ms", "on-p50-ms", "ratio"}},
 }
 
 func main() {
