@@ -140,6 +140,7 @@ type Aimed struct {
 	changed *bool
 	mode    string
 	began   time.Time
+	dumped  time.Duration // the guest's part: the dump exec, the mode's too
 }
 
 // CaptureShot captures a frame already taken and shown (ui_screenshot,
@@ -183,7 +184,9 @@ func (v *VM) CaptureAim(ctx context.Context, f *Frame, n ShotNote) *Aimed {
 		a.frame = shot
 	}
 	if asking {
+		start := time.Now()
 		a.dump, a.why = d.readDump(ctx, v, n.User)
+		a.dumped = time.Since(start)
 	} else {
 		a.why = remembered.why + " (remembered from an earlier shot)"
 		d.Writer.Counters.NoSession.Add(1)
@@ -213,7 +216,9 @@ func (a *Aimed) Finish(ctx context.Context, acted bool) {
 		d.log(ctx, "dataset shot failed", "origin", n.Origin, "vmid", v.info.VMID, "outcome", "failed", "err", err)
 		return
 	}
+	read := time.Now()
 	words, ocrErr := v.captureWords(ctx, a.frame)
+	ocrTook := time.Since(read)
 	c := v.c
 	l := dataset.Line{
 		Click: point(n.Click), ClickSource: n.ClickSource, Label: n.Label, Intent: strings.TrimSpace(n.Intent),
@@ -247,6 +252,7 @@ func (a *Aimed) Finish(ctx context.Context, acted bool) {
 		Session: dataset.SessionName(dataset.BackendID(c.lockNS), c.bench, v.info.VMID, c.owner, time.Now()),
 		Agent:   agent, PNG: png, ATSPI: dump, OCR: words, Line: l,
 	}
+	write := time.Now()
 	written, err := d.Writer.Write(shot)
 	if err != nil {
 		d.log(ctx, "dataset shot failed", "origin", n.Origin, "vmid", v.info.VMID, "outcome", dataset.Outcome(err), "err", err)
@@ -254,7 +260,8 @@ func (a *Aimed) Finish(ctx context.Context, acted bool) {
 	}
 	d.log(ctx, "dataset shot", "shot", written.Shot, "origin", n.Origin, "vmid", v.info.VMID,
 		"atspi_widgets", written.ATSPIWidgets, "atspi_visited", probes.Visited, "atspi_took", tookText(probes.Took), "atspi_error", written.ATSPIError,
-		"screen_changed", a.changed != nil && *a.changed, "ms", time.Since(a.began).Milliseconds(), "outcome", "written")
+		"screen_changed", a.changed != nil && *a.changed, "dump_ms", a.dumped.Milliseconds(), "ocr_ms", ocrTook.Milliseconds(),
+		"write_ms", time.Since(write).Milliseconds(), "ms", time.Since(a.began).Milliseconds(), "outcome", "written")
 }
 
 // tookText renders the dump's phases, "python=1.2 import=2.0 walk=3.1".

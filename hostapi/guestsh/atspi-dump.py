@@ -108,6 +108,14 @@ def nick(state):
     return getattr(state, "value_nick", None) or str(state).lower().replace("state_", "")
 
 
+def role_name(node):
+    """The role's name without a D-Bus round trip where the library knows it."""
+    try:
+        return Atspi.role_get_name(node.get_role())
+    except Exception:
+        return node.getRoleName()
+
+
 def walk(desk):
     widgets, active_app, skipped = out["widgets"], "", 0
     stack = [(desk.getChildAtIndex(i), 1, None) for i in reversed(range(desk.childCount))]
@@ -136,7 +144,7 @@ def walk(desk):
             except NotImplementedError:
                 w = h = 0
             if w > 0 and h > 0:
-                widget = {"app": app, "role": node.getRoleName(), "name": node.name or "",
+                widget = {"app": app, "role": role_name(node), "name": node.name or "",
                           "x": x, "y": y, "w": w, "h": h, "states": names, "depth": depth}
                 widgets.append(widget)
                 if "focused" in names:
