@@ -17,6 +17,7 @@ import sys
 import time
 
 MAX_WIDGETS, MAX_NODES, DEADLINE = 6000, 20000, 20.0
+MAX_NAME = 500  # characters of a name: a label, not a document
 start = time.monotonic()
 took = {}  # seconds by phase, for the host's log line
 
@@ -144,7 +145,7 @@ def walk(desk):
             except NotImplementedError:
                 w = h = 0
             if w > 0 and h > 0:
-                widget = {"app": app, "role": role_name(node), "name": node.name or "",
+                widget = {"app": app, "role": role_name(node), "name": (node.name or "")[:MAX_NAME],
                           "x": x, "y": y, "w": w, "h": h, "states": names, "depth": depth}
                 widgets.append(widget)
                 if "focused" in names:
