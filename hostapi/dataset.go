@@ -140,7 +140,7 @@ type Aimed struct {
 	changed *bool
 	mode    string
 	began   time.Time
-	dumped  time.Duration // the guest's part: the dump exec, the mode's too
+	dumped  time.Duration // the dump's exec in the guest
 }
 
 // CaptureShot captures a frame already taken and shown (ui_screenshot,
