@@ -67,6 +67,9 @@ type Config struct {
 	Planner Planner `toml:"planner"`
 	Stands  Stands  `toml:"stands"`
 
+	// Dataset captures every console frame as training material.
+	Dataset Dataset `toml:"dataset"`
+
 	// Source names where each overridden value came from (for config check).
 	Source map[string]string `toml:"-"`
 	// File is the config file read, "" when none.
@@ -163,6 +166,7 @@ func (c *Config) applyDefaults() {
 	c.eyesDefaults()
 	c.standsDefaults()
 	c.traceDefaults()
+	c.datasetDefaults()
 }
 
 func xdg(env, fallback, name string) string {
@@ -204,6 +208,7 @@ func (c *Config) Check() []error {
 	problems = append(problems, c.checkEyes()...)
 	problems = append(problems, c.checkPlanner()...)
 	problems = append(problems, c.checkTrace()...)
+	problems = append(problems, c.checkDataset()...)
 	problems = append(problems, c.envProblems...)
 	return problems
 }

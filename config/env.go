@@ -57,6 +57,11 @@ var envTable = []struct {
 	{"PV_AI_PLAN_API", func(c *Config) any { return &c.Planner.API }},
 	{"PV_AI_PLAN_MODEL", func(c *Config) any { return &c.Planner.Model }},
 	{"PV_AI_PLAN_OPTIONS", func(c *Config) any { return &c.Planner.Options }},
+	// [dataset]
+	{"POLIGON_MCP_DATASET", func(c *Config) any { return &c.Dataset.Dir }},
+	{"POLIGON_MCP_DATASET_AGENT", func(c *Config) any { return &c.Dataset.Agent }},
+	{"POLIGON_MCP_DATASET_XRANDR", func(c *Config) any { return &c.Dataset.XRandR }},
+	{"POLIGON_MCP_DATASET_MIN_FREE_MB", func(c *Config) any { return &c.Dataset.MinFreeMB }},
 }
 
 // The variables that are not one setting: secrets named by a key_env or

@@ -27,7 +27,8 @@ const desktopVMID = 9020
 // MCP, on one VM: the login through the real greeter, GUI programs
 // launched into the session, their windows found where xfwm4 put them,
 // typing into a GTK entry, anti-aliased text read in English and Russian,
-// a GTK button clicked by its label and the stale-frame guard.
+// a GTK button clicked by its label and the stale-frame guard; then the
+// training-dataset capture on the same desktop.
 func TestDebianDesktop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a Debian desktop VM")
@@ -200,6 +201,9 @@ func TestDebianDesktop(t *testing.T) {
 	if log := shOK(t, cs, vmid, "cat /tmp/poligon-form.log"); strings.Count(log, `"event": "clicked"`) != 1 {
 		t.Fatalf("a refused click reached the form:\n%s", log)
 	}
+
+	// The training-dataset capture, on the same desktop (dataset_debian_test.go).
+	captureOnDesktop(t, cfg, vmid)
 }
 
 // waitLog waits until poligon-form's log has a line with want and answers

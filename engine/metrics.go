@@ -31,7 +31,7 @@ func newMetrics(s *Server) *metrics {
 			Buckets: []float64{.005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"tool"}),
 	}
-	m.reg.MustRegister(m.calls, m.duration, eyesCollector{s},
+	m.reg.MustRegister(m.calls, m.duration, eyesCollector{s}, datasetCollector{s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "poligon_console_connections", Help: "Open VNC console connections."},
 			func() float64 { return float64(s.app.Consoles()) }),

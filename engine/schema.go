@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ type param struct {
 	required bool
 	raw      bool  // a JSON value the handler decodes itself (json.RawMessage): any object
 	index    []int // the field in the struct (through embedded ones); nil for dynamic params
+	// capture: a training-dataset label (tag capture:""), listed only by a
+	// server that captures; hidden: not listed here, still accepted.
+	capture, hidden bool
 }
 
 // spec is a tool's input: its parameters in declaration order.
@@ -132,6 +136,7 @@ func paramsOf(t reflect.Type, prefix []int) []param {
 		if e, ok := f.Tag.Lookup("enum"); ok {
 			p.enum = strings.Split(e, ",")
 		}
+		_, p.capture = f.Tag.Lookup("capture")
 		params = append(params, p)
 	}
 	return params
@@ -140,17 +145,23 @@ func paramsOf(t reflect.Type, prefix []int) []param {
 // limits are the server's bounds that a tool's input shows.
 type limits struct {
 	maxWait time.Duration // limits.max_wait: the longest any wait of a tool call lasts
+	// capturing: the server captures the training dataset, so the tools
+	// list its labels (intent, app, locale, theme); a server that does not
+	// spares every session their bytes, and accepts and ignores them.
+	capturing bool
 }
 
 // defaultLimits are the ones where none are configured.
 var defaultLimits = limits{maxWait: hostapi.DefaultMaxWait}
 
-// within answers the spec with its waits bounded by l.maxWait: their
-// maximum, and any default above it.
+// within answers the spec with its waits bounded by l.maxWait (their
+// maximum, and any default above it), and the dataset's labels hidden
+// unless l.capturing.
 func (s spec) within(l limits) spec {
 	out := spec{params: append([]param{}, s.params...)}
 	for i := range out.params {
 		p := &out.params[i]
+		p.hidden = p.capture && !l.capturing
 		if p.waitUnit == 0 {
 			continue
 		}
@@ -178,6 +189,11 @@ func parseDefault(kind, v string) any {
 		return n
 	}
 	return v
+}
+
+// shown answers the params a client is shown.
+func (s spec) shown() []param {
+	return slices.DeleteFunc(append([]param{}, s.params...), func(p param) bool { return p.hidden })
 }
 
 // schema renders the JSON Schema of the input, properties sorted by name so

@@ -81,10 +81,12 @@ func instructions(l limits) string {
 
 // limits are the bounds the server's tools show (limits.max_wait).
 func (s *Server) limits() limits {
+	l := defaultLimits
 	if s.cfg.Limits.MaxWait.Duration > 0 {
-		return limits{maxWait: s.cfg.Limits.MaxWait.Duration}
+		l.maxWait = s.cfg.Limits.MaxWait.Duration
 	}
-	return defaultLimits
+	l.capturing = s.app.Env.Dataset != nil
+	return l
 }
 
 // secondsText renders a duration as the schemas count it: "50 s", "2.5 s".

@@ -97,8 +97,8 @@ func newTool[In any](d Def, handle func(ctx context.Context, c *Call, in *In) (*
 	}
 	t.bound = func(l limits) {
 		sp := declared.within(l)
-		t.params = sp.params
-		t.Schema = spec{params: append(append([]param{}, sp.params...), benchParam)}.schema()
+		t.params = sp.shown()
+		t.Schema = spec{params: append(append([]param{}, t.params...), benchParam)}.schema()
 		t.Decode = func(raw json.RawMessage) (any, error) {
 			in := new(In)
 			return in, sp.decode(raw, in)

@@ -30,6 +30,7 @@ type seeArgs struct {
 	Region  string  `json:"region,omitempty" desc:"one X11 window: its id, or part of its title or class (not cached)"`
 	User    string  `json:"user,omitempty" desc:"whose X session region looks in" default:"test"`
 	NoImage bool    `json:"no_image,omitempty" desc:"the element list only" default:"false"`
+	lookLabels
 }
 
 type clickLabelArgs struct {
@@ -41,6 +42,7 @@ type clickLabelArgs struct {
 	Frame  string `json:"frame,omitempty" desc:"the frame: line you aimed from; refused if the target changed since"`
 	Image  bool   `json:"image,omitempty" desc:"with screenshot: add the image to the element list" default:"false"`
 	afterArgs
+	actLabels
 }
 
 func eyesTools() []*Tool {
@@ -136,6 +138,7 @@ func see(ctx context.Context, c *Call, in *seeArgs) (*mcp.CallToolResult, error)
 			return nil, err
 		}
 		lines = append(lines, frameLine(v, lk.full), seeingText(s, lk.full.Timing()))
+		v.CaptureShot(ctx, lk.full, in.note(c.Tool.Name, in.User))
 		if in.NoImage {
 			return text("%s\n%s", lk.full.Size(), strings.Join(lines, "\n")), nil
 		}
@@ -157,8 +160,12 @@ func crop(f hostapi.Frame, w hostapi.Window) (hostapi.Frame, error) {
 }
 
 func clickLabel(ctx context.Context, c *Call, in *clickLabelArgs) (*mcp.CallToolResult, error) {
+	if err := c.Caller.RequireIntent(in.Intent, "click"); err != nil {
+		return nil, err
+	}
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
-		lc, err := v.ClickLabel(ctx, in.Label, in.Kind, in.Button, in.Count, in.Frame)
+		n := in.note(c.Tool.Name)
+		lc, err := v.ClickLabelNoted(ctx, in.Label, in.Kind, in.Button, in.Count, in.Frame, &n)
 		if err != nil {
 			return nil, err
 		}
@@ -166,14 +173,15 @@ func clickLabel(ctx context.Context, c *Call, in *clickLabelArgs) (*mcp.CallTool
 		if !in.Screenshot && !in.Image {
 			return res, nil
 		}
-		return afterLook(ctx, v, res, in.afterArgs, in.Image)
+		n.Origin = "after_" + c.Tool.Name
+		return afterLook(ctx, v, res, in.afterArgs, in.Image, n)
 	})
 }
 
 // afterLook answers the screen after an action as text: the element list
 // when a vision model is set up, else what OCR reads, plus the image when
-// asked for.
-func afterLook(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a afterArgs, withImg bool) (*mcp.CallToolResult, error) {
+// asked for. The training dataset captures the frame under note.
+func afterLook(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a afterArgs, withImg bool, note hostapi.ShotNote) (*mcp.CallToolResult, error) {
 	timing, err := settle(ctx, v, a, "")
 	if err != nil {
 		return nil, err
@@ -191,6 +199,7 @@ func afterLook(ctx context.Context, v *hostapi.VM, res *mcp.CallToolResult, a af
 	} else {
 		body = fmt.Sprintf("%s\n%s\n(no element list: %v)", f.Size(), frameLine(v, f), err)
 	}
+	v.CaptureShot(ctx, f, note)
 	res.Content = append(res.Content, &mcp.TextContent{Text: timing + "\n" + body})
 	if withImg {
 		data, mime, _, err := f.Encode(a.Scale)

@@ -155,7 +155,7 @@ func execGUI(ctx context.Context, c *Call, in *execGUIArgs) (*mcp.CallToolResult
 		if !in.Screenshot {
 			return res, nil
 		}
-		return afterAction(ctx, c, v, res, afterArgs{Screenshot: true, SettleMs: in.SettleMs, Scale: in.Scale, WaitWindow: in.WaitWindow}, in.User)
+		return afterAction(ctx, c, v, res, afterArgs{Screenshot: true, SettleMs: in.SettleMs, Scale: in.Scale, WaitWindow: in.WaitWindow}, in.User, hostapi.ShotNote{User: in.User})
 	})
 }
 

@@ -20,6 +20,42 @@ type screenshotArgs struct {
 	Scale  float64 `json:"scale,omitempty" desc:"downscale (0.5: a cheap look); coordinates stay full-size" min:"0" max:"1"`
 	Region string  `json:"region,omitempty" desc:"one X11 window: its id, or part of its title or class (needs xdotool, xwininfo)"`
 	User   string  `json:"user,omitempty" desc:"whose X session region looks in" default:"test"`
+	lookLabels
+}
+
+// The training dataset's labels of a shot (README: Training dataset).
+// Only a server that captures lists them (capture:""); one that does not
+// accepts and ignores them, so an agent may always send them.
+
+// datasetLabels override the guest's probes.
+type datasetLabels struct {
+	App    string `json:"app,omitempty" desc:"dataset: the application shown, when you know better than the guest" capture:""`
+	Locale string `json:"locale,omitempty" desc:"dataset: its locale (ru_RU.UTF-8, ru)" capture:""`
+	Theme  string `json:"theme,omitempty" desc:"dataset: light or dark" capture:""`
+}
+
+// lookLabels label a look at the screen: its intent is recorded, not
+// required.
+type lookLabels struct {
+	Intent string `json:"intent,omitempty" desc:"dataset: what you look for" capture:""`
+	datasetLabels
+}
+
+// actLabels label an action and the shots around it.
+type actLabels struct {
+	Intent string `json:"intent,omitempty" desc:"dataset: the goal of this action, e.g. \"press Apply\" (ui_click, ui_click_label, ui_drag and ui_type refuse to act without it)" capture:""`
+	User   string `json:"user,omitempty" desc:"dataset: whose session the accessibility tree is read from" default:"test" capture:""`
+	datasetLabels
+}
+
+// note is a look's shot note.
+func (l lookLabels) note(origin, user string) hostapi.ShotNote {
+	return hostapi.ShotNote{Origin: origin, Intent: l.Intent, App: l.App, Locale: l.Locale, Theme: l.Theme, User: user}
+}
+
+// note is an action's shot note.
+func (l actLabels) note(origin string) hostapi.ShotNote {
+	return hostapi.ShotNote{Origin: origin, Intent: l.Intent, App: l.App, Locale: l.Locale, Theme: l.Theme, User: l.User}
 }
 
 type waitForArgs struct {
@@ -30,6 +66,7 @@ type waitForArgs struct {
 	User       string  `json:"user,omitempty" desc:"whose X session to look in" default:"test"`
 	Screenshot bool    `json:"screenshot,omitempty" desc:"add a screenshot" default:"false"`
 	Scale      float64 `json:"scale,omitempty" desc:"downscale the screenshot" min:"0" max:"1"`
+	lookLabels
 }
 
 // afterArgs are the arguments every input tool takes to answer with the
@@ -49,6 +86,7 @@ type clickArgs struct {
 	Count  int    `json:"count,omitempty" desc:"2: a double click" call:"mouse.click count" min:"1" max:"3"`
 	Frame  string `json:"frame,omitempty" desc:"the frame: line you aimed from; refused if the screen changed near x,y since"`
 	afterArgs
+	actLabels
 }
 
 type dragArgs struct {
@@ -59,18 +97,21 @@ type dragArgs struct {
 	Y2    int    `json:"y2" min:"0"`
 	Frame string `json:"frame,omitempty" desc:"the frame: line you aimed from; refused if the screen changed near either end since"`
 	afterArgs
+	actLabels
 }
 
 type typeArgs struct {
 	VMID int    `json:"vmid" min:"1"`
 	Text string `json:"text" desc:"at most 4096 bytes, US layout; \\n is Enter"`
 	afterArgs
+	actLabels
 }
 
 type keyArgs struct {
 	VMID int    `json:"vmid" min:"1"`
 	Key  string `json:"key" desc:"qemu sendkey name: ret, tab, esc, spc, backspace, up, f2, ctrl-c, alt-f2, ctrl-alt-f2, ctrl-alt-delete"`
 	afterArgs
+	actLabels
 }
 
 func uiTools() []*Tool {
@@ -138,7 +179,11 @@ func screenshot(ctx context.Context, c *Call, in *screenshotArgs) (*mcp.CallTool
 			return nil, err
 		}
 		lines = append(lines, "timing: "+lk.full.Timing())
-		return shotResultOf(ctx, c, v, lk.full, lk.shown, in.Scale, lines...)
+		res, err := shotResultOf(ctx, c, v, lk.full, lk.shown, in.Scale, lines...)
+		if err == nil {
+			v.CaptureShot(ctx, lk.full, in.note(c.Tool.Name, in.User))
+		}
+		return res, err
 	})
 }
 
@@ -227,14 +272,19 @@ func waitFor(ctx context.Context, c *Call, in *waitForArgs) (*mcp.CallToolResult
 		if err != nil {
 			return nil, err
 		}
-		return shotResult(ctx, c, v, f, in.Scale, line, "timing: "+f.Timing())
+		res, err := shotResult(ctx, c, v, f, in.Scale, line, "timing: "+f.Timing())
+		if err == nil {
+			v.CaptureShot(ctx, f, in.note(c.Tool.Name, in.User))
+		}
+		return res, err
 	})
 }
 
 // afterAction adds the screen after an input action when asked: as soon as
 // it settles (at most settle_ms) or the awaited window (of user's session)
-// shows.
-func afterAction(ctx context.Context, c *Call, v *hostapi.VM, res *mcp.CallToolResult, a afterArgs, user string) (*mcp.CallToolResult, error) {
+// shows. The training dataset captures it as after_<tool>, labelled by
+// note.
+func afterAction(ctx context.Context, c *Call, v *hostapi.VM, res *mcp.CallToolResult, a afterArgs, user string, note hostapi.ShotNote) (*mcp.CallToolResult, error) {
 	if !a.Screenshot {
 		return res, nil
 	}
@@ -250,6 +300,8 @@ func afterAction(ctx context.Context, c *Call, v *hostapi.VM, res *mcp.CallToolR
 	if err != nil {
 		return nil, err
 	}
+	note.Origin = "after_" + c.Tool.Name
+	v.CaptureShot(ctx, f, note)
 	res.Content = append(res.Content, img.Content...)
 	return res, nil
 }
@@ -276,30 +328,53 @@ func shotResultOf(ctx context.Context, c *Call, v *hostapi.VM, full, shown hosta
 	return imageResult(shown, scale, lines...)
 }
 
+// The click and the drag capture their frame before they act (the
+// training pair: the screen and where it was clicked), and it is kept
+// only when they did.
+
 func click(ctx context.Context, c *Call, in *clickArgs) (*mcp.CallToolResult, error) {
+	if err := c.Caller.RequireIntent(in.Intent, "click"); err != nil {
+		return nil, err
+	}
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
-		if err := v.Click(ctx, in.X, in.Y, in.Button, in.Count, in.Frame); err != nil {
+		n := in.note(c.Tool.Name)
+		n.Click, n.ClickSource = &image.Point{X: in.X, Y: in.Y}, "xy"
+		aimed := v.CaptureAim(ctx, nil, n)
+		err := v.Click(ctx, in.X, in.Y, in.Button, in.Count, in.Frame)
+		aimed.Finish(ctx, err == nil)
+		if err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "")
+		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "", in.note(""))
 	})
 }
 
 func drag(ctx context.Context, c *Call, in *dragArgs) (*mcp.CallToolResult, error) {
+	if err := c.Caller.RequireIntent(in.Intent, "drag"); err != nil {
+		return nil, err
+	}
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
-		if err := v.Drag(ctx, in.X1, in.Y1, in.X2, in.Y2, in.Frame); err != nil {
+		n := in.note(c.Tool.Name)
+		n.Drag = &[2]image.Point{{X: in.X1, Y: in.Y1}, {X: in.X2, Y: in.Y2}}
+		aimed := v.CaptureAim(ctx, nil, n)
+		err := v.Drag(ctx, in.X1, in.Y1, in.X2, in.Y2, in.Frame)
+		aimed.Finish(ctx, err == nil)
+		if err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "")
+		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "", in.note(""))
 	})
 }
 
 func typeText(ctx context.Context, c *Call, in *typeArgs) (*mcp.CallToolResult, error) {
+	if err := c.Caller.RequireIntent(in.Intent, "typing"); err != nil {
+		return nil, err
+	}
 	return withVM(ctx, c, in.VMID, func(v *hostapi.VM) (*mcp.CallToolResult, error) {
 		if err := v.Type(ctx, in.Text); err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "")
+		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "", in.note(""))
 	})
 }
 
@@ -308,6 +383,6 @@ func key(ctx context.Context, c *Call, in *keyArgs) (*mcp.CallToolResult, error)
 		if err := v.Press(ctx, in.Key); err != nil {
 			return nil, err
 		}
-		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "")
+		return afterAction(ctx, c, v, text("ok"), in.afterArgs, "", in.note(""))
 	})
 }

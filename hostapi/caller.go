@@ -37,6 +37,10 @@ type Env struct {
 	// Leases of physical benches; nil: none can be taken (no state_dir).
 	Leases Leases
 
+	// Dataset captures the frames tools and scripts show or aim at as
+	// training material; nil: no capture.
+	Dataset *Dataset
+
 	frames frameLog   // the frames answers showed, for the stale-frame guard
 	last   lastFrames // each VM's last frame taken, for the trace
 }
@@ -71,6 +75,7 @@ type Caller struct {
 	owner    string
 	pools    []string // nil when the backend has no pools
 	lockNS   string   // the namespace of VM locks: the machine's identity
+	bench    string   // the bench's configured name, "" where none was given
 	be       backends.Backend
 	progress Progress
 
@@ -128,6 +133,10 @@ func (c *Caller) ForScript() *Caller { c.scriptRun = true; return c }
 // another call holds, instead of busy_wait: a browser's input waits out a
 // short call but never queues behind a script.
 func (c *Caller) WithBusyWait(d time.Duration) *Caller { c.busyWait = &d; return c }
+
+// WithBench names the bench the caller is on (the training dataset's
+// sessions and index lines carry it).
+func (c *Caller) WithBench(name string) *Caller { c.bench = name; return c }
 
 // Owner answers the caller's owner name.
 func (c *Caller) Owner() string { return c.owner }

@@ -401,6 +401,12 @@ const topBand = 30
 // it, then the grounding model. With since (a frame digest), it refuses
 // when the screen changed around the target since that frame.
 func (v *VM) ClickLabel(ctx context.Context, label, kind, button string, count int, since string) (LabelClick, error) {
+	return v.ClickLabelNoted(ctx, label, kind, button, count, since, nil)
+}
+
+// ClickLabelNoted is ClickLabel whose frame, with the point found on it,
+// is captured for the training dataset before the click (note nil: not).
+func (v *VM) ClickLabelNoted(ctx context.Context, label, kind, button string, count int, since string, note *ShotNote) (LabelClick, error) {
 	if err := CheckLabel(label); err != nil {
 		return LabelClick{}, err
 	}
@@ -419,7 +425,15 @@ func (v *VM) ClickLabel(ctx context.Context, label, kind, button string, count i
 		return LabelClick{}, err
 	}
 	lc.Frame = f
-	if err := v.Click(ctx, lc.Point.X, lc.Point.Y, button, count, since); err != nil {
+	var aimed *Aimed
+	if note != nil {
+		n := *note
+		n.Click, n.ClickSource, n.Label = &lc.Point, lc.Source, label
+		aimed = v.CaptureAim(ctx, &f, n)
+	}
+	err = v.Click(ctx, lc.Point.X, lc.Point.Y, button, count, since)
+	aimed.Finish(ctx, err == nil)
+	if err != nil {
 		return LabelClick{}, err
 	}
 	return lc, nil

@@ -26,11 +26,38 @@ type Script struct {
 	// Recipe runs a recipe on the same VM; set by the engine, which knows the
 	// scripts. Nil refuses recipe calls.
 	Recipe func(ctx context.Context, name string, params map[string]string) (json.RawMessage, error)
+	// Note is what every shot the run captures for the training dataset
+	// carries: the run's tool as its origin, the run's own labels
+	// (ScriptNote).
+	Note ShotNote
 
 	mu    sync.Mutex
 	shots map[string]Frame // the last keptShots of the run
 	order []string
 	taken int
+}
+
+// ScriptNote is the note of a script run's shots: origin tool (vm_<name>),
+// and the run's app, locale, theme, intent and user params, which label
+// every shot and click it captures (without them the guest's probes
+// decide).
+func ScriptNote(tool string, params map[string]string) ShotNote {
+	return ShotNote{Origin: tool, Intent: params["intent"], App: params["app"], Locale: params["locale"],
+		Theme: params["theme"], User: params["user"]}
+}
+
+// note is the run's note for one call's shot.
+func (h *Script) note(call string) ShotNote {
+	n := h.Note
+	n.Origin = strings.TrimPrefix(n.Origin+":"+call, ":")
+	return n
+}
+
+// clickNote is the run's note for a click at x, y.
+func (h *Script) clickNote(call string, x, y int) ShotNote {
+	n := h.note(call)
+	n.Click, n.ClickSource = &image.Point{X: x, Y: y}, "xy"
+	return n
 }
 
 // Shot answers a screenshot taken during the run by its handle.
@@ -188,6 +215,7 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
+		h.VM.CaptureShot(ctx, f, h.note(calls.Shot))
 		return h.keep(f), nil
 	},
 	calls.WaitStill: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
@@ -234,21 +262,32 @@ var table = map[string]call{
 		if err != nil {
 			return nil, err
 		}
-		return calls.Empty{}, h.VM.Click(ctx, a.X, a.Y, a.Button, a.Count, a.Frame)
+		aimed := h.VM.CaptureAim(ctx, nil, h.clickNote(calls.Click, a.X, a.Y))
+		err = h.VM.Click(ctx, a.X, a.Y, a.Button, a.Count, a.Frame)
+		aimed.Finish(ctx, err == nil)
+		return calls.Empty{}, err
 	},
 	calls.DoubleClick: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.PointArgs](calls.DoubleClick, raw)
 		if err != nil {
 			return nil, err
 		}
-		return calls.Empty{}, h.VM.Click(ctx, a.X, a.Y, "left", 2, a.Frame)
+		aimed := h.VM.CaptureAim(ctx, nil, h.clickNote(calls.DoubleClick, a.X, a.Y))
+		err = h.VM.Click(ctx, a.X, a.Y, "left", 2, a.Frame)
+		aimed.Finish(ctx, err == nil)
+		return calls.Empty{}, err
 	},
 	calls.Drag: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.DragArgs](calls.Drag, raw)
 		if err != nil {
 			return nil, err
 		}
-		return calls.Empty{}, h.VM.Drag(ctx, a.X1, a.Y1, a.X2, a.Y2, a.Frame)
+		n := h.note(calls.Drag)
+		n.Drag = &[2]image.Point{{X: a.X1, Y: a.Y1}, {X: a.X2, Y: a.Y2}}
+		aimed := h.VM.CaptureAim(ctx, nil, n)
+		err = h.VM.Drag(ctx, a.X1, a.Y1, a.X2, a.Y2, a.Frame)
+		aimed.Finish(ctx, err == nil)
+		return calls.Empty{}, err
 	},
 	calls.Move: func(h *Script, ctx context.Context, raw json.RawMessage) (any, error) {
 		a, err := decode[calls.PointArgs](calls.Move, raw)
@@ -301,7 +340,8 @@ var table = map[string]call{
 		if count == 0 {
 			count = calls.DefaultInt(calls.ClickLabel, "count")
 		}
-		c, err := h.VM.ClickLabel(ctx, a.Label, a.Kind, button, count, a.Frame)
+		n := h.note(calls.ClickLabel)
+		c, err := h.VM.ClickLabelNoted(ctx, a.Label, a.Kind, button, count, a.Frame, &n)
 		if err != nil {
 			return nil, err
 		}

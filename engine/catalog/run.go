@@ -73,7 +73,7 @@ func (ss *Catalog) Run(ctx context.Context, v *hostapi.VM, sc *Script, params ma
 			hooks.Log(scrub(msg), args...)
 		}
 	}
-	host := &hostapi.Script{VM: v, Log: func(m string) { log(m) }, Step: hooks.Progress}
+	host := &hostapi.Script{VM: v, Log: func(m string) { log(m) }, Step: hooks.Progress, Note: hostapi.ScriptNote("vm_"+sc.Name, params)}
 	var seed [8]byte
 	rand.Read(seed[:])
 	header := transcript.Header{

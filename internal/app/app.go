@@ -116,6 +116,9 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *App, err er
 		return nil, err
 	}
 	a.Env.Eyes = a.Eyes.hostapi()
+	if a.Env.Dataset, err = openDataset(cfg.Dataset, log); err != nil {
+		return nil, err
+	}
 	if a.Audit, err = audit.Open(cfg.AuditLog); err != nil {
 		return nil, err
 	}
@@ -198,7 +201,11 @@ func (a *App) Caller(ctx context.Context, who hostapi.Credentials, bench string)
 	if !ok {
 		return nil, hostapi.Failf("benches: "+strings.Join(a.BenchNames(), ", "), "unknown bench %q", bench)
 	}
-	return hostapi.Open(ctx, a.Env, b, who)
+	c, err := hostapi.Open(ctx, a.Env, b, who)
+	if err != nil {
+		return nil, err
+	}
+	return c.WithBench(bench), nil
 }
 
 // Local is the caller of a trusted door (stdio, the command line): the
@@ -256,6 +263,7 @@ func (a *App) Problems() []string {
 		}
 	}
 	out = append(out, a.eyesProblems()...)
+	out = append(out, a.datasetProblems()...)
 	for _, name := range a.BenchNames() {
 		for _, p := range a.benches[name].Problems() {
 			out = append(out, fmt.Sprintf("bench %s: %s", name, p))

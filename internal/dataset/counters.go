@@ -17,7 +17,7 @@ type Counters struct {
 	HardScreens         atomic.Int64 // ... showing a tree, toolbar, list or table
 	ScreenChanged       atomic.Int64 // ... whose screen moved before the re-check
 	Rescaled            atomic.Int64 // ... whose dump was scaled onto the frame
-	NoSession           atomic.Int64 // guests with no desktop session, dropped whole by the caller
+	NoSession           atomic.Int64 // shots whose guest gave no dump (no agent, session, python3 or pyatspi), counted by the caller
 	Failed              atomic.Int64 // shots that could not be written (a disk error, a bad frame)
 	NoSpace             atomic.Int64 // shots not taken: the volume was below the free-space floor
 }

@@ -110,6 +110,10 @@ func ValidName(s string) bool {
 	return safeName(s) == s
 }
 
+// SafeName makes s a valid name (an agent, a session part): what ValidName
+// refuses becomes _.
+func SafeName(s string) string { return safeName(s) }
+
 // safeName replaces what ValidName refuses with _.
 func safeName(s string) string {
 	if s == "" {

@@ -60,6 +60,7 @@ var runs = []run{
 	{"./internal/trace", "BenchmarkRecord", "2000x"},
 	{"./web", "BenchmarkConsoleLatency", "40x"},
 	{"./web", "BenchmarkWatchers", "1x"},
+	{"./engine", "BenchmarkDatasetCapture", "5x"},
 }
 
 // figure is one line of the report: a metric a benchmark reported, how to
@@ -189,6 +190,8 @@ var figures = []figure{
 		[]string{"shot-p50-ms-alone", "shot-p50-ms-5-watching"}},
 	{"ui_type chars/s with 5 browsers watching / none", "BenchmarkWatchers", "type-ratio", "x", target{">=", 0.9},
 		[]string{"type-chars/s-alone", "type-chars/s-5-watching", "frames-per-watcher"}},
+	{"ui_click screenshot=true on XFCE: what dataset capture adds, p50", "BenchmarkDatasetCapture", "extra-p50-ms", " ms", target{},
+		[]string{"off-p50-ms", "on-p50-ms", "ratio"}},
 }
 
 // corpusDetail is what a corpus frame's row shows beside its cold read.
