@@ -147,7 +147,7 @@ func TestValidateRules(t *testing.T) {
 		{"placeholder in a recipe param", planJSON("x", tiny("a", `{"recipe": {"name": "install", "packages": "{{pkgs}}"}}`)), nil,
 			[]string{"machine a, step 1 (recipe): unknown placeholder {{pkgs}}: a stand's steps know {{vmid}}, {{role}}, {{stand}} and {{ip.<role>}}"}},
 		{"unknown recipe", planJSON("x", tiny("a", `{"recipe": {"name": "instal", "packages": "nginx"}}`)), nil,
-			[]string{`machine a, step 1 (recipe): unknown recipe "instal" (loaded: enable_service, gnome_login, install, lightdm_login, login, slowpoke, update, update_branch, wrapper)`}},
+			[]string{`machine a, step 1 (recipe): unknown recipe "instal" (loaded: dataset_app, enable_service, gnome_login, install, lightdm_login, login, slowpoke, update, update_branch, wrapper)`}},
 		{"unknown param", planJSON("x", tiny("server", ok, `{"recipe": {"name": "install", "pkgs": "nginx"}}`)), nil,
 			[]string{`machine server, step 2 (recipe): unknown param "pkgs" of recipe install (it declares packages)`,
 				`machine server, step 2 (recipe): recipe install needs param "packages" (it declares packages)`}},
@@ -159,7 +159,7 @@ func TestValidateRules(t *testing.T) {
 		{"script naming a recipe", planJSON("x", tiny("a", `{"script": {"name": "update"}}`)), nil,
 			[]string{`machine a, step 1 (script): update is a recipe (tool: false), not a tool script: call it with {"recipe": {"name": "update", ...}}`}},
 		{"unknown script", planJSON("x", tiny("a", `{"script": {"name": "nope"}}`)), nil,
-			[]string{`machine a, step 1 (script): unknown script "nope" (tool scripts: gnome_login, install, lightdm_login, login)`}},
+			[]string{`machine a, step 1 (script): unknown script "nope" (tool scripts: dataset_app, gnome_login, install, lightdm_login, login)`}},
 		{"script params", planJSON("x", tiny("a", `{"script": {"name": "login", "params": {"sesion": "mate"}}}`)), nil,
 			[]string{`machine a, step 1 (script): unknown param "sesion" of script login (it declares user, password, session)`}},
 		{"an existing VM", planJSON("web", tiny("a")), func(e *Env) {
