@@ -100,23 +100,40 @@ func daemonPid(pidfile, program, sock string) (int, bool) {
 		return 0, false
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil || pid <= 0 || processGone(pid) {
+	if err != nil || pid <= 0 || !isDaemon(pid, program, sock) {
 		return 0, false
 	}
+	return pid, true
+}
+
+// isDaemon answers whether pid is a live program serving sock.
+func isDaemon(pid int, program, sock string) bool {
+	if processGone(pid) {
+		return false
+	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return 0, false
+	if err != nil || len(cmdline) == 0 {
+		return false
 	}
 	args := bytes.Split(bytes.TrimRight(cmdline, "\x00"), []byte{0})
 	if filepath.Base(string(args[0])) != program {
-		return 0, false
+		return false
 	}
-	for _, a := range args[1:] {
-		if string(a) == sock {
-			return pid, true
+	return slices.ContainsFunc(args[1:], func(a []byte) bool { return string(a) == sock })
+}
+
+// daemonsOn lists every live program serving sock, whatever its pidfile
+// says: a start that outlived startDaemon's wait leaves one the pidfile
+// does not name.
+func daemonsOn(program, sock string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && isDaemon(pid, program, sock) {
+			pids = append(pids, pid)
 		}
 	}
-	return 0, false
+	return pids
 }
 
 // vmMAC is a stand VM's MAC address, derived from its vmid: QEMU gives
@@ -184,8 +201,11 @@ func (d *Driver) ensureNetwork(ctx context.Context, n network) error {
 	switchDied := false
 	if _, ok := n.switchPid(); !ok {
 		// A slirpvde plugged into a dead switch goes with it.
-		if pid, ok := n.slirpPid(); ok {
+		for _, pid := range daemonsOn("slirpvde", n.sock) {
 			stopDaemon(ctx, pid)
+		}
+		for _, pid := range daemonsOn("vde_switch", n.sock) {
+			stopDaemon(ctx, pid) // one whose start outlived our wait: it would hold the old ports
 		}
 		// A killed switch leaves its sockets and its pidfile, which it
 		// would refuse to write over.
@@ -201,6 +221,12 @@ func (d *Driver) ensureNetwork(ctx context.Context, n network) error {
 	}
 	slirpStarted := false
 	if _, ok := n.slirpPid(); !ok {
+		// One whose start outlived startDaemon's wait (its pidfile written
+		// late, or over by the next start) would be a second slirpvde on
+		// the segment: a second DHCP server and gateway with the same MAC.
+		for _, pid := range daemonsOn("slirpvde", n.sock) {
+			stopDaemon(ctx, pid)
+		}
 		os.Remove(n.slirpPidfile())
 		d.log.Info("starting network slirp", "network", n.name)
 		if err := startDaemon(ctx, n.slirpPid, "slirpvde", "-d", "-q", "--dhcp", "-s", n.sock, "-p", n.slirpPidfile()); err != nil {
@@ -416,11 +442,10 @@ func (d *Driver) leaveNetwork(ctx context.Context, name string) error {
 	if len(d.members(name)) > 0 {
 		return nil
 	}
-	if pid, ok := n.slirpPid(); ok {
-		stopDaemon(ctx, pid)
-	}
-	if pid, ok := n.switchPid(); ok {
-		stopDaemon(ctx, pid)
+	for _, program := range []string{"slirpvde", "vde_switch"} {
+		for _, pid := range daemonsOn(program, n.sock) {
+			stopDaemon(ctx, pid)
+		}
 	}
 	d.log.Info("stopped network", "network", name)
 	return os.RemoveAll(n.dir)

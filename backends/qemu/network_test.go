@@ -87,30 +87,13 @@ func TestNetworkArgs(t *testing.T) {
 
 // vdeDaemons lists the live vde_switch and slirpvde processes serving sock.
 func vdeDaemons(sock string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || processGone(pid) {
-			continue
-		}
-		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-		if b := filepath.Base(args[0]); b != "vde_switch" && b != "slirpvde" {
-			continue
-		}
-		for _, a := range args {
-			if a == sock {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids
+	return append(daemonsOn("vde_switch", sock), daemonsOn("slirpvde", sock)...)
 }
 
 // Two VMs of a stand starting at one moment start one switch and one
 // slirpvde; a stale pidfile (naming a live process that is not the switch)
-// does not pass for a running network; leaving stops both.
+// does not pass for a running network; a slirpvde no pidfile names is
+// stopped when the network's is started again; leaving stops both.
 func TestNetworkDaemons(t *testing.T) {
 	skipWithoutVDE(t)
 	d := newDriver(t, testvm.ShortTempDir(t))
@@ -153,8 +136,29 @@ func TestNetworkDaemons(t *testing.T) {
 	if pids := vdeDaemons(n.sock); len(pids) != 2 {
 		t.Fatalf("after a join over stale pidfiles: daemons %v", pids)
 	}
+
+	// A slirpvde whose start outlived startDaemon's wait: plugged in, but
+	// its pidfile never written (or written over by the next start).
+	// Restarting a dead slirpvde must not leave it as a second one.
+	late := exec.Command("slirpvde", "-d", "-q", "--dhcp", "-s", n.sock)
+	if out, err := late.CombinedOutput(); err != nil {
+		t.Fatalf("slirpvde by hand: %v %s", err, out)
+	}
+	named, _ := n.slirpPid()
+	syscall.Kill(named, syscall.SIGKILL)
+	waitGone(ctx, named, 5*time.Second)
+	if err := d.joinNetwork(ctx, "stand-d"); err != nil {
+		t.Fatal(err)
+	}
+	now, _ := n.slirpPid()
+	if pids := daemonsOn("slirpvde", n.sock); len(pids) != 1 || pids[0] != now {
+		t.Fatalf("after restarting a dead slirpvde beside a late one: slirpvde %v, the pidfile names %d", pids, now)
+	}
 	if err := d.leaveNetwork(ctx, "stand-d"); err != nil {
 		t.Fatal(err)
+	}
+	if pids := vdeDaemons(n.sock); len(pids) != 0 {
+		t.Fatalf("after leaving: daemons %v still run", pids)
 	}
 }
 
@@ -526,6 +530,10 @@ func fetch(t *testing.T, d *Driver, vmid int, url, want string) {
 func netDiagnosis(t *testing.T, d *Driver, n network, vmids []int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	sw, _ := os.ReadFile(n.switchPidfile())
+	sl, _ := os.ReadFile(n.slirpPidfile())
+	t.Logf("pidfiles: vde_switch %q, slirpvde %q; running: vde_switch %v, slirpvde %v",
+		sw, sl, daemonsOn("vde_switch", n.sock), daemonsOn("slirpvde", n.sock))
 	for _, cmd := range []string{"port/allprint", "hash/print"} {
 		out, err := switchCommand(ctx, n.switchConsole(), cmd)
 		t.Logf("vde_switch %s (err %v):\n%s", cmd, err, out)
