@@ -246,6 +246,13 @@ func TestStandInterruptResumeAndForce(t *testing.T) {
 		t.Fatalf("after the restart:\n%s", raw)
 	}
 	mustRefuse(t, csB, "stand_apply", map[string]any{"plan": json.RawMessage(plan)}, "interrupted")
+	// A resume counts the record's progress: a plan with other steps is
+	// refused, and the refusal changes nothing.
+	changed := strings.Replace(plan, "sleep 4", "sleep 5", 1)
+	mustRefuse(t, csB, "stand_apply", map[string]any{"stand": "rs", "resume": true, "plan": json.RawMessage(changed)}, "changed the stand's machines")
+	if v := standView(t, csB, "rs"); v.Status != store.StandInterrupted {
+		t.Fatalf("after a refused resume the stand is %s", v.Status)
+	}
 	mustOK(t, csB, "stand_apply", map[string]any{"stand": "rs", "resume": true})
 	v = waitStand(t, csB, "rs", stopped)
 	if v.Status != store.StandDone || v.Machines[0].VMID != vmid {

@@ -39,10 +39,10 @@ type Provisioned struct {
 func (c *Caller) Provision(ctx context.Context, p Provision) (Provisioned, error) {
 	var out Provisioned
 	cr, err := c.CloneVM(ctx, p.Clone)
+	out.CloneResult = cr // a clone whose copy failed still has a vmid to remove
 	if err != nil {
 		return out, fmt.Errorf("clone: %w", err)
 	}
-	out.CloneResult = cr
 	if p.Cloned != nil {
 		if err := p.Cloned(cr); err != nil {
 			return out, err
@@ -86,6 +86,10 @@ func (c *Caller) Provision(ctx context.Context, p Provision) (Provisioned, error
 func (c *Caller) awaitTask(ctx context.Context, r TaskResult, total time.Duration) error {
 	deadline := time.Now().Add(total)
 	for !r.Done {
+		// A wait on an ended context answers "still running" at once.
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			return Failf("vm_task_wait follows it", "task %s still runs after %s", r.UPID, total)

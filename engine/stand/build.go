@@ -72,6 +72,16 @@ func (s *Service) build(ctx context.Context, cancel context.CancelCauseFunc, who
 		default:
 			st.Status, st.Error = store.StandDone, ""
 		}
+		if st.Status == store.StandFailed {
+			// A machine whose own record of its end was not written (or that
+			// never started) ends stopped, so that a resume can take it.
+			for i := range st.Machines {
+				if m := &st.Machines[i]; !m.Status.Ended() {
+					endPhase(m, now)
+					m.Status, m.Error = store.MachineStopped, "stopped: "+st.Error
+				}
+			}
+		}
 		st.Ended = now
 		return nil
 	})

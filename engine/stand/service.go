@@ -144,11 +144,14 @@ func (s *Service) Close() {
 		builds = append(builds, b)
 	}
 	s.mu.Unlock()
-	deadline := time.After(30 * time.Second)
+	deadline := time.NewTimer(30 * time.Second) // one wait for them all
+	defer deadline.Stop()
+wait:
 	for _, b := range builds {
 		select {
 		case <-b.done:
-		case <-deadline:
+		case <-deadline.C:
+			break wait
 		}
 	}
 	s.release()
@@ -241,6 +244,24 @@ func markInterrupted(st *store.Stand) {
 	}
 }
 
+// sameMachines refuses a resume whose plan changed the machines, their
+// templates or their steps: the record's progress counts those.
+func sameMachines(had []store.StandMachine, r Resolved) error {
+	changed := len(had) != len(r.Machines)
+	for i := 0; !changed && i < len(had); i++ {
+		m := r.Machines[i]
+		changed = had[i].Role != m.Role || had[i].Template != r.Templates[i] || len(had[i].Steps) != len(m.Steps)
+		for n := 0; !changed && n < len(m.Steps); n++ {
+			changed = had[i].Steps[n].Label != m.Steps[n].Label()
+		}
+	}
+	if changed {
+		return hostapi.Failf("resume without a plan continues the stand's own; to build a changed plan, stand_destroy it and apply again",
+			"the plan changed the stand's machines or their steps since it was built")
+	}
+	return nil
+}
+
 // Apply is one stand_apply.
 type Apply struct {
 	Plan   json.RawMessage // the plan; with Resume, optional
@@ -318,6 +339,13 @@ func (s *Service) Apply(ctx context.Context, who *hostapi.Caller, creds hostapi.
 	plan, _ := json.Marshal(resolved.Plan)
 	k := key{a.Bench, owner, resolved.Name}
 	now := time.Now().UTC()
+	// The build's caller, before the stand is recorded running: a stand
+	// must not be left running with no build behind it.
+	bwho, err := s.o.Callers.Caller(context.WithoutCancel(ctx), creds, a.Bench)
+	if err != nil {
+		return "", err
+	}
+	bwho.ForScript()
 	if a.Resume && env.Building >= env.MaxBuilding {
 		// Validation lets a resume past the limit (its own build is not one);
 		// the limit still holds for the builds it would add to.
@@ -327,6 +355,9 @@ func (s *Service) Apply(ctx context.Context, who *hostapi.Caller, creds hostapi.
 		_, err = st.UpdateStand(ctx, k.bench, k.owner, k.name, now, func(rec *store.Stand) error {
 			if rec.Status == store.StandRunning {
 				return hostapi.Failf("stand_status shows its progress", "stand %s is still building", k.name)
+			}
+			if err := sameMachines(rec.Machines, resolved); err != nil {
+				return err
 			}
 			rec.Status, rec.Builder, rec.Error, rec.Cancel, rec.Ended = store.StandRunning, s.id, "", false, time.Time{}
 			rec.Plan, rec.Script, rec.Req = plan, string(script), req
@@ -351,11 +382,6 @@ func (s *Service) Apply(ctx context.Context, who *hostapi.Caller, creds hostapi.
 	if err != nil {
 		return "", storeError(err)
 	}
-	bwho, err := s.o.Callers.Caller(context.WithoutCancel(ctx), creds, a.Bench)
-	if err != nil {
-		return "", err
-	}
-	bwho.ForScript()
 	bctx, cancel := context.WithCancelCause(logs.WithReq(context.WithoutCancel(ctx), req))
 	bctx = trace.WithScope(bctx, trace.Scope{Bench: k.bench, Caller: owner, Stand: k.name, Source: trace.SourceStand})
 	b := &build{cancel: cancel, done: make(chan struct{})}

@@ -62,7 +62,13 @@ func (a *App) RunFile(ctx context.Context, req RunRequest) (catalog.RunOutcome, 
 			defer func() {
 				if v, release, err := who.LockVM(context.Background(), vmid); err == nil {
 					say("destroying vmid %d (--keep keeps it)", vmid)
-					v.Destroy(context.Background(), 50*time.Second)
+					r, err := v.Destroy(context.Background(), 50*time.Second)
+					if err == nil {
+						err = r.Err()
+					}
+					if err != nil {
+						say("vmid %d was not destroyed: %v", vmid, err)
+					}
 					release()
 				}
 			}()

@@ -56,7 +56,7 @@ func (s *Store) Present(id string) bool {
 	if err != nil {
 		return false
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.Open(path) // flock needs no write access
 	if err != nil {
 		return false // never held, or released
 	}
