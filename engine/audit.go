@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/poligon/poligon/engine/stand"
 	"github.com/poligon/poligon/internal/audit"
 	"github.com/poligon/poligon/internal/logs"
 	"github.com/poligon/poligon/internal/redact"
@@ -47,27 +48,33 @@ func redactArgs(t *Tool, raw json.RawMessage) map[string]any {
 			}
 			continue
 		}
-		if slices.Contains(t.Redact, name) || name != "key" && redact.IsSecretName(name) {
+		switch {
+		case slices.Contains(t.Redact, name) || name != "key" && redact.IsSecretName(name):
 			args[name] = redact.Placeholder(v)
+		case name == "plan":
+			args[name] = stand.Redacted(planBytes(v))
+		case name == "command":
+			if cmd, ok := v.(string); ok {
+				args[name] = redact.Command(cmd)
+			}
 		}
 	}
 	return args
 }
 
+// planBytes is a plan argument as written: a JSON object, or a string
+// holding one.
+func planBytes(v any) []byte {
+	if s, ok := v.(string); ok {
+		return []byte(s)
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
 // auditError keeps the part of an error text that says what failed and
 // drops the payload (logs.Cut: one rule for the audit log and the log).
-func auditError(msg string) string { return auditText(logs.Cut(msg, nil)) }
-
-// auditText is a cut error as the audit log shows it.
-func auditText(c logs.Cutting) string {
-	switch {
-	case c.Payload:
-		return c.Safe + " (output left out)"
-	case c.Chars > 0:
-		return c.Safe + "..."
-	}
-	return c.Safe
-}
+func auditError(msg string) string { return logs.Cut(msg, nil).Text() }
 
 // reqIDs are the correlation ids of this process's tool calls.
 var reqIDs = logs.NewIDs(time.Now())

@@ -255,17 +255,21 @@ func TestAuditRedactsTypedText(t *testing.T) {
 	_, cs := newServer(t, cfg)
 	call(t, cs, "ui_type", map[string]any{"vmid": 4242, "text": "hunter2-secret"})
 	call(t, cs, "vm_file_write", map[string]any{"vmid": 4242, "path": "/x", "content_base64": "c2VjcmV0"})
+	// A password a command carries, and the secrets of a plan's steps.
+	call(t, cs, "vm_exec", map[string]any{"vmid": 4242, "command": "echo root:hunter2 | chpasswd"})
+	call(t, cs, "stand_apply", map[string]any{"plan": json.RawMessage(`{"name": "s", "machines": [{"role": "m", "template": "nope",
+		"steps": [{"type": "hunter2"}, {"recipe": {"name": "login", "password": "hunter2"}}]}]}`)})
 	raw, err := os.ReadFile(cfg.AuditLog)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := string(raw)
 	if strings.Contains(log, "hunter2") || strings.Contains(log, "c2VjcmV0") {
-		t.Fatalf("the audit log holds typed text or file content:\n%s", log)
+		t.Fatalf("the audit log holds typed text, file content or a password:\n%s", log)
 	}
 	lines := strings.Split(strings.TrimSpace(log), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("want 2 audit lines, got %d:\n%s", len(lines), log)
+	if len(lines) != 4 || !strings.Contains(lines[2], "chpasswd") || !strings.Contains(lines[3], "recipe login password=") {
+		t.Fatalf("want 4 audit lines, the command's and the plan's still readable, got %d:\n%s", len(lines), log)
 	}
 	var rec audit.Record
 	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {

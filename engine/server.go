@@ -192,10 +192,10 @@ func (s *Server) handler(t *Tool) mcp.ToolHandler {
 		switch {
 		case err != nil:
 			shown = logs.Cut(err.Error(), err)
-			rec.Outcome, rec.Error = "failed", auditText(shown)
+			rec.Outcome, rec.Error = "failed", shown.Text()
 		case res.IsError:
 			shown = logs.Cut(firstLine(res), rec.err)
-			rec.Outcome, rec.Error = "error", auditText(shown)
+			rec.Outcome, rec.Error = "error", shown.Text()
 		default:
 			rec.Outcome = "ok"
 		}

@@ -115,7 +115,7 @@ func TestStandOnTiny(t *testing.T) {
 				map[string]any{"expect": map[string]any{"command": "wget -qO- http://{{ip.server}}/", "contains": "hello from server of web", "timeout": 30}},
 			}},
 			map[string]any{"role": "solo", "template": "tiny", "steps": []any{
-				map[string]any{"exec": "echo {{vmid}} > /root/vmid"},
+				map[string]any{"exec": "echo {{vmid}} > /root/vmid && PGPASSWORD=hunter2 true"},
 			}},
 		},
 	}
@@ -197,6 +197,11 @@ func TestStandOnTiny(t *testing.T) {
 		}
 		return phases == 3 && calls == 1
 	})
+	for _, st := range steps {
+		if raw, _ := json.Marshal(st); strings.Contains(string(raw), "hunter2") {
+			t.Errorf("a trace step keeps the password a command carries: %s", raw)
+		}
+	}
 
 	// A second apply of the same name is refused while its VMs exist.
 	mustRefuse(t, cs, "stand_apply", map[string]any{"plan": plan}, "tester-repro-web-")

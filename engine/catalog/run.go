@@ -233,10 +233,13 @@ func (c *countingHost) record(ctx context.Context, name string, args, answer jso
 		step.Args = c.redact(name, args)
 	}
 	if err != nil {
-		step.Outcome, step.Error = "error", err.Error()
+		msg := err.Error()
 		if c.scrub != nil {
-			step.Error = c.scrub(step.Error)
+			msg = c.scrub(msg)
 		}
+		// Up to the guest's output, which can carry a password (as the
+		// audit log keeps a tool's error).
+		step.Outcome, step.Error = "error", logs.Cut(msg, err).Text()
 	}
 	if calls.ReadsText(name) && len(answer) < 64<<10 {
 		step.Text = string(answer)
@@ -378,21 +381,65 @@ func scrubArgs(scrub func(string) string, args []any) []any {
 	return out
 }
 
-// secretRedactor blanks, in the arguments of every recorded call, the
-// secret params' values and the text typed on the keyboard. A replay
-// compares against the same blanked form.
+// secretRedactor blanks, in the arguments of every recorded call (the
+// transcript's and the trace's), the secret params' values, the text typed
+// on the keyboard, a written file's contents, a recipe's secret-named
+// params and the secrets a command visibly carries (redact.Command). A
+// replay compares against the same blanked form.
 func secretRedactor(params map[string]string) func(call string, args json.RawMessage) json.RawMessage {
 	scrub := secretScrubber(params)
 	return func(call string, args json.RawMessage) json.RawMessage {
-		if call == calls.Type {
+		switch call {
+		case calls.Type:
 			var a calls.TypeArgs
 			if json.Unmarshal(args, &a) == nil {
 				// No length: a replay types a placeholder of another length.
 				args, _ = json.Marshal(calls.TypeArgs{Text: "<redacted>"})
 			}
+		case calls.WriteFile:
+			var a calls.WriteFileArgs
+			if json.Unmarshal(args, &a) == nil && a.Text+a.Base64 != "" {
+				for _, c := range []*string{&a.Text, &a.Base64} {
+					if *c != "" {
+						*c = redact.Placeholder(*c)
+					}
+				}
+				args, _ = json.Marshal(a)
+			}
+		case calls.Recipe:
+			var a calls.RecipeArgs
+			if json.Unmarshal(args, &a) != nil {
+				break
+			}
+			secret := false
+			for k, v := range a.Params {
+				if redact.IsSecretName(k) {
+					a.Params[k], secret = redact.Placeholder(v), true
+				}
+			}
+			if secret {
+				args, _ = json.Marshal(a)
+			}
+		default:
+			args = redactCommand(args)
 		}
 		return json.RawMessage(scrub(string(args)))
 	}
+}
+
+// redactCommand applies redact.Command to a call's "command" argument;
+// arguments without a secret in sight are kept byte for byte.
+func redactCommand(args json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	var cmd string
+	if json.Unmarshal(args, &m) != nil || json.Unmarshal(m["command"], &cmd) != nil {
+		return args
+	}
+	if safe := redact.Command(cmd); safe != cmd {
+		m["command"], _ = json.Marshal(safe)
+		args, _ = json.Marshal(m)
+	}
+	return args
 }
 
 // jsonForms answers how s may appear inside a JSON string: with and

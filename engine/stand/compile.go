@@ -264,6 +264,37 @@ func (c *compiler) bound(s Step) float64 {
 	return 60
 }
 
+// Redacted is a plan as the audit log and the traces keep it: its name,
+// and each machine's role, template and steps as their labels (redacted as
+// stepLabel redacts); notes and a plan that does not decode by size only.
+func Redacted(data []byte) any {
+	p, err := Decode(unquotePlan(data))
+	if err != nil {
+		return redact.Placeholder(string(data))
+	}
+	type machine struct {
+		Role     string   `json:"role"`
+		Template string   `json:"template"`
+		Steps    []string `json:"steps"`
+	}
+	out := struct {
+		Name     string    `json:"name"`
+		Machines []machine `json:"machines"`
+		Notes    string    `json:"notes,omitempty"`
+	}{Name: p.Name}
+	if p.Notes != "" {
+		out.Notes = redact.Placeholder(p.Notes)
+	}
+	for _, m := range p.Machines {
+		rm := machine{Role: m.Role, Template: m.Template, Steps: []string{}}
+		for _, s := range m.Steps {
+			rm.Steps = append(rm.Steps, s.Label())
+		}
+		out.Machines = append(out.Machines, rm)
+	}
+	return out
+}
+
 // stepLabel is how a step shows in progress and errors: its kind and its
 // argument as the plan wrote it (placeholders unrendered), on one line,
 // redacted as the audit log redacts: typed text, secret-named params and

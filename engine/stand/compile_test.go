@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -463,5 +464,30 @@ func TestCompileUnvalidated(t *testing.T) {
 	}
 	if !slices.Equal(calls, want) {
 		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// The audit log and the traces keep a plan with its secrets by size: a
+// password in a command, typed text, a secret-named param, the notes.
+func TestRedactedPlan(t *testing.T) {
+	plan := `{"name": "web", "notes": "root pw is hunter2", "machines": [{"role": "db", "template": "tiny", "steps": [
+		{"exec": "echo root:hunter2 | chpasswd"},
+		{"type": "hunter2\n"},
+		{"recipe": {"name": "login", "user": "ann", "password": "hunter2"}},
+		{"script": {"name": "login", "params": {"user": "ann", "password": "hunter2"}}},
+		{"exec": "hostname"}]}]}`
+	for _, raw := range []string{plan, strconv.Quote(plan)} {
+		out, _ := json.Marshal(Redacted([]byte(raw)))
+		if strings.Contains(string(out), "hunter2") {
+			t.Fatalf("a secret survived: %s", out)
+		}
+		for _, want := range []string{`"name":"web"`, `"role":"db"`, `chpasswd`, `exec hostname`, `recipe login user=`, `script login user=`} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("%s lacks %s", out, want)
+			}
+		}
+	}
+	if out, _ := json.Marshal(Redacted([]byte(`{"name": "x", "machines": [hunter2`))); strings.Contains(string(out), "hunter2") {
+		t.Fatalf("a plan that does not decode is kept: %s", out)
 	}
 }

@@ -25,6 +25,18 @@ type Cutting struct {
 	Payload bool   // the cut is at a payload (not only at MaxError)
 }
 
+// Text is the cut text as an audit record or a trace step keeps it: what
+// may be logged, and a mark where something was cut.
+func (c Cutting) Text() string {
+	switch {
+	case c.Payload:
+		return c.Safe + " (output left out)"
+	case c.Chars > 0:
+		return c.Safe + "..."
+	}
+	return c.Safe
+}
+
 // Cut answers the part of msg (an error text, perhaps with more around
 // it, "error: step 2 failed: ...") that may be logged. err, when given, is
 // the error behind msg: a Payloaded in its chain says exactly where its
