@@ -3,23 +3,25 @@ package app
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/poligon/poligon/hostapi"
 	"github.com/poligon/poligon/internal/trace"
 )
 
 // Who may read a trace: a VM's steps are its owner's; on a physical bench,
-// the caller who holds its lease reads every step of the bench (the
-// machine is theirs for now). Every door reads traces through these.
+// the caller who holds its lease also reads every step of the bench since
+// the lease began (the machine is theirs for now; the holders' before them
+// are not). Every door reads traces through these.
 
 // TraceSteps answers the steps q selects that who may read on bench.
 func (a *App) TraceSteps(ctx context.Context, who *hostapi.Caller, bench string, q trace.Query) ([]trace.Step, error) {
 	if a.Trace == nil {
 		return nil, hostapi.Failf("set state_dir (the trace lives in its store) and leave [trace] disabled off", "this server keeps no trace")
 	}
-	q.Bench = bench
-	if !a.holdsBench(ctx, who) {
-		q.Owner = who.Owner()
+	q.Bench, q.Owner, q.OthersSince = bench, who.Owner(), time.Time{}
+	if l, ok := a.heldLease(ctx, who); ok {
+		q.OthersSince = l.Since
 	}
 	return a.Trace.Steps(ctx, q)
 }
@@ -36,11 +38,14 @@ func (a *App) TraceFrame(ctx context.Context, who *hostapi.Caller, bench, digest
 	return a.Trace.Frame(digest)
 }
 
-// holdsBench reports whether who holds the lease of its bench, a physical
-// machine.
-func (a *App) holdsBench(ctx context.Context, who *hostapi.Caller) bool {
+// heldLease answers the lease of who's bench, a physical machine, when who
+// holds it.
+func (a *App) heldLease(ctx context.Context, who *hostapi.Caller) (hostapi.Lease, bool) {
 	l, err := who.BenchLease(ctx)
-	return err == nil && l != nil && l.Holder == who.Owner()
+	if err != nil || l == nil || l.Holder != who.Owner() {
+		return hostapi.Lease{}, false
+	}
+	return *l, true
 }
 
 // TraceExport is a trace written out for a bug report: the steps who may

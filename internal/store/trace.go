@@ -85,16 +85,20 @@ const traceColumns = `id, ` + traceInsert
 // TraceQuery selects steps; zero fields do not narrow. Steps come oldest
 // first.
 type TraceQuery struct {
-	Owner   string
-	Bench   string
-	VMID    int
-	Stand   string
-	Session string
-	Since   time.Time
-	Until   time.Time
-	Frame   string // only steps showing this frame, before or after
-	After   int64  // only steps with a greater id (a live view's next page)
-	Limit   int    // default 1000
+	Owner string
+	// OthersSince, with Owner, adds other owners' steps from this time on
+	// (a physical bench's lease holder reads the bench's steps of their
+	// lease, not those of the holders before).
+	OthersSince time.Time
+	Bench       string
+	VMID        int
+	Stand       string
+	Session     string
+	Since       time.Time
+	Until       time.Time
+	Frame       string // only steps showing this frame, before or after
+	After       int64  // only steps with a greater id (a live view's next page)
+	Limit       int    // default 1000
 }
 
 // TraceSteps answers the steps q selects.
@@ -102,7 +106,11 @@ func (s *Store) TraceSteps(ctx context.Context, q TraceQuery) ([]TraceStep, erro
 	var where []string
 	var args []any
 	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
-	if q.Owner != "" {
+	switch {
+	case q.Owner != "" && !q.OthersSince.IsZero():
+		where = append(where, "(owner = ? OR at_ns >= ?)")
+		args = append(args, q.Owner, q.OthersSince.UnixNano())
+	case q.Owner != "":
 		add("owner = ?", q.Owner)
 	}
 	if q.Bench != "" {

@@ -70,6 +70,10 @@ func TestRecordAndRead(t *testing.T) {
 	if len(steps) != 2 || steps[0].Call != "ui_click" || steps[0].Before != dig(a) || steps[0].After != dig(b) || steps[1].Before != dig(b) || steps[1].Error != "boom" {
 		t.Fatalf("alice's steps: %+v", steps)
 	}
+	// A lease holder's view: their own steps, and others' from the lease on.
+	if held, _ := r.Steps(context.Background(), Query{Owner: "bob", OthersSince: at.Add(time.Second)}); len(held) != 2 || held[0].Call != "ui_key" || held[1].Owner != "bob" {
+		t.Fatalf("bob's steps with the lease since the second: %+v", held)
+	}
 	if !steps[0].At.Equal(at) || string(steps[0].Args) != `{"x":20,"y":30}` {
 		t.Fatalf("step 1 read back as %+v", steps[0])
 	}
