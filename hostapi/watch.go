@@ -2,6 +2,7 @@ package hostapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -28,6 +29,19 @@ func (c *Caller) Watch(ctx context.Context, vmid int) (*Watched, error) {
 		return nil, err
 	}
 	return &Watched{c: c, info: vm}, nil
+}
+
+// Recheck answers why the caller may no longer look at the VM — it is gone,
+// or no longer theirs (a physical bench's lease ended or passed on, a vmid
+// now another's VM) — and nil while they may, or when the backend could not
+// tell (a watch is not cut for a question left unanswered).
+func (w *Watched) Recheck(ctx context.Context) error {
+	_, err := w.c.readOwned(ctx, w.info.VMID)
+	var e *Error
+	if errors.Is(err, backends.ErrNotFound) || errors.As(err, &e) && e.Err == nil {
+		return err
+	}
+	return nil
 }
 
 // Watcher answers the VM to look at after the call that holds it has let

@@ -356,6 +356,10 @@ func (s *Server) console(w http.ResponseWriter, r *http.Request, sess *session) 
 				conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "logged out"))
 				return
 			}
+			if err := watched.Recheck(r.Context()); err != nil { // a lease ended, a VM gone
+				conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "no longer yours"))
+				return
+			}
 		case msg := <-sub.ch:
 			kind := websocket.BinaryMessage
 			if msg.text {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	"image/draw"
@@ -259,6 +260,39 @@ func TestLiveView(t *testing.T) {
 		for _, token := range []string{aliceToken, bobToken} {
 			if strings.Contains(html, token) || strings.Contains(e.logs.String(), token) {
 				t.Errorf("a bearer token is in a page or the log")
+			}
+		}
+	})
+
+	t.Run("a console socket closes once its VM is no longer yours", func(t *testing.T) {
+		url := "ws" + strings.TrimPrefix(e.url, "http") + fmt.Sprintf("/ui/vm/local/%d/console", bobVM)
+		h := http.Header{"Cookie": {cookieName + "=" + sessionCookie(t, bob)}, "Origin": {e.url}}
+		conn, _, err := websocket.DefaultDialer.Dial(url, h)
+		if err != nil {
+			t.Fatalf("bob's console socket to his VM: %v", err)
+		}
+		defer conn.Close()
+		who, err := e.app.Caller(ctx, hostapi.Credentials{Owner: "bob"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm, release, err := who.LockVM(ctx, bobVM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = vm.Destroy(ctx, time.Minute)
+		release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(sessionCheck + 20*time.Second))
+		for {
+			if _, _, err := conn.ReadMessage(); err != nil {
+				var closed *websocket.CloseError
+				if !errors.As(err, &closed) || closed.Code != websocket.ClosePolicyViolation {
+					t.Fatalf("the socket of a destroyed VM ended with %v, want closed as no longer yours", err)
+				}
+				return
 			}
 		}
 	})

@@ -33,13 +33,14 @@ type session struct {
 }
 
 type sessions struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[string]*session
+	ttl      time.Duration
+	maxForms int // maxLoginForms, or a test's
+	mu       sync.Mutex
+	m        map[string]*session
 }
 
 func newSessions(ttl time.Duration) *sessions {
-	return &sessions{ttl: ttl, m: map[string]*session{}}
+	return &sessions{ttl: ttl, maxForms: maxLoginForms, m: map[string]*session{}}
 }
 
 // randomID is 32 random bytes, URL-safe.
@@ -71,21 +72,41 @@ func (ss *sessions) get(r *http.Request) *session {
 	return s
 }
 
+// A session before login (anyone who opens the login form has one) lives
+// loginTTL, and at most maxLoginForms of them are kept: opening the form
+// again and again must not grow the server's memory.
+const (
+	loginTTL      = 15 * time.Minute
+	maxLoginForms = 10000
+)
+
 // start makes a new session (logged in with who, when set) and sets its
 // cookie; old, if any, ends: a login never keeps the id it came with.
 func (ss *sessions) start(w http.ResponseWriter, r *http.Request, old *session, who *app.Who) *session {
-	s := &session{id: randomID(), csrf: randomID(), expires: time.Now().Add(ss.ttl)}
+	now := time.Now()
+	s := &session{id: randomID(), csrf: randomID(), expires: now.Add(loginTTL)}
 	if who != nil {
-		s.who, s.loggedIn = *who, true
+		s.who, s.loggedIn, s.expires = *who, true, now.Add(ss.ttl)
 	}
 	ss.mu.Lock()
 	if old != nil {
 		delete(ss.m, old.id)
 	}
-	now := time.Now()
+	forms := 0
 	for id, o := range ss.m { // the expired go as new ones come
 		if now.After(o.expires) {
 			delete(ss.m, id)
+		} else if !o.loggedIn {
+			forms++
+		}
+	}
+	for id, o := range ss.m { // past the bound, any login form may go (it is opened again)
+		if forms < ss.maxForms {
+			break
+		}
+		if !o.loggedIn {
+			delete(ss.m, id)
+			forms--
 		}
 	}
 	ss.m[s.id] = s

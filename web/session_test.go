@@ -5,10 +5,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/poligon/poligon/backends/backendtest"
 	"github.com/poligon/poligon/config"
@@ -144,5 +146,27 @@ func TestOneTimeLogin(t *testing.T) {
 	}
 	if resp, _ := formLogin(t, client(t), e.url, url.Values{"token": {once}}, true); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("the one-time token again: %s", resp.Status)
+	}
+}
+
+// Opening the login form again and again keeps a bounded number of
+// sessions, and never ends a logged-in one; a form's session lives minutes,
+// a login's the configured time.
+func TestLoginFormsAreBounded(t *testing.T) {
+	ss := newSessions(12 * time.Hour)
+	ss.maxForms = 5
+	r := httptest.NewRequest("GET", "/ui/login", nil)
+	in := ss.start(httptest.NewRecorder(), r, nil, &app.Who{ID: "alice"})
+	for range 50 {
+		form := ss.start(httptest.NewRecorder(), r, nil, nil)
+		if time.Until(form.expires) > loginTTL {
+			t.Fatalf("a login form's session lives %s", time.Until(form.expires))
+		}
+	}
+	if n := len(ss.m); n != 6 {
+		t.Fatalf("%d sessions after 50 login forms, want 5 forms and the logged-in one", n)
+	}
+	if ss.m[in.id] != in || time.Until(in.expires) < 11*time.Hour {
+		t.Fatal("the logged-in session went, or lives too short")
 	}
 }
