@@ -295,25 +295,13 @@ func (w *draftWord) text() string {
 	return b.String()
 }
 
-// mixed reports whether s has letters of both scripts.
-func mixed(s string) bool {
-	var lat, cyr bool
+// letters counts s's Latin and Cyrillic letters; strong counts only
+// those with no look-alike in the other script.
+func letters(s string, strong bool) (lat, cyr int) {
 	for _, r := range s {
-		switch scriptOf(r) {
-		case latin:
-			lat = true
-		case cyrillic:
-			cyr = true
+		if _, alike := visual[r]; strong && alike {
+			continue
 		}
-	}
-	return lat && cyr
-}
-
-// wordScript answers the script most of s's letters are in (neutral: no
-// letters, or as many of each).
-func wordScript(s string) script {
-	lat, cyr := 0, 0
-	for _, r := range s {
 		switch scriptOf(r) {
 		case latin:
 			lat++
@@ -321,6 +309,19 @@ func wordScript(s string) script {
 			cyr++
 		}
 	}
+	return lat, cyr
+}
+
+// mixed reports whether s has letters of both scripts.
+func mixed(s string) bool {
+	lat, cyr := letters(s, false)
+	return lat > 0 && cyr > 0
+}
+
+// wordScript answers the script most of s's letters are in (neutral: no
+// letters, or as many of each).
+func wordScript(s string) script {
+	lat, cyr := letters(s, false)
 	switch {
 	case lat > cyr:
 		return latin
@@ -333,18 +334,7 @@ func wordScript(s string) script {
 // strongScript answers the script of text's letters that have no
 // look-alike (neutral: none, or some of each: mixed reports that).
 func strongScript(text string) (s script, mixedScripts bool) {
-	lat, cyr := 0, 0
-	for _, r := range text {
-		if _, alike := visual[r]; alike {
-			continue
-		}
-		switch scriptOf(r) {
-		case latin:
-			lat++
-		case cyrillic:
-			cyr++
-		}
-	}
+	lat, cyr := letters(text, true)
 	switch {
 	case lat > 0 && cyr > 0:
 		return neutral, true

@@ -420,7 +420,7 @@ func secretRedactor(params map[string]string) func(call string, args json.RawMes
 			if secret {
 				args, _ = json.Marshal(a)
 			}
-		default:
+		case calls.Exec, calls.Expect, calls.Check, calls.RunDetached, calls.ExecGUI:
 			args = redactCommand(args)
 		}
 		return json.RawMessage(scrub(string(args)))
